@@ -1,0 +1,473 @@
+// flashverify command line: info, check, bench.
+//
+//   flashverify info                       build architectures and visible GPUs
+//   flashverify check [--cases N] [--seed S]
+//                                          random problems, every implementation against the float64 oracle
+//   flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] [--no-naive]
+//                                          medians with L2 flushed; µs, GB/s, TFLOP/s, % of the ceilings
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flashverify/flashverify.h"
+#include "testkit.h"
+
+namespace {
+
+using fvt::CaseSpec;
+using fvt::HostProblem;
+
+// Ceilings measured on the H200 this project benchmarks on (../shared/BASELINE.md): mma.sync bf16 from
+// registers. The copy ceiling is measured again at the start of every bench run.
+constexpr double kMmaSyncTflops = 637.0;
+
+struct Options {
+  int cases = 40;
+  uint64_t seed = 0;
+  std::string suite = "headline";
+  int iters = 30;
+  std::string csv;
+  bool graph = false;
+  bool naive = true;
+  std::string only;
+};
+
+bool parse(int argc, char** argv, int first, Options* o) {
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "--cases") { const char* v = next(); if (!v) return false; o->cases = std::atoi(v); }
+    else if (a == "--seed") { const char* v = next(); if (!v) return false; o->seed = std::strtoull(v, nullptr, 10); }
+    else if (a == "--suite") { const char* v = next(); if (!v) return false; o->suite = v; }
+    else if (a == "--iters") { const char* v = next(); if (!v) return false; o->iters = std::atoi(v); }
+    else if (a == "--csv") { const char* v = next(); if (!v) return false; o->csv = v; }
+    else if (a == "--only") { const char* v = next(); if (!v) return false; o->only = v; }
+    else if (a == "--graph") o->graph = true;
+    else if (a == "--no-naive") o->naive = false;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: flashverify info\n"
+               "       flashverify check [--cases N] [--seed S]\n"
+               "       flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] "
+               "[--no-naive] [--only SUBSTRING]\n");
+}
+
+// ---------------------------------------------------------------------------------------------------
+int cmd_info() {
+  std::printf("%s\n", fv_build_info());
+  const std::string why = fvt::gpu_unavailable_reason();
+  if (!why.empty()) {
+    std::printf("GPUs: none visible (%s)\n", why.c_str());
+    return 0;
+  }
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  for (int d = 0; d < n; ++d) {
+    cudaDeviceProp p;
+    cudaGetDeviceProperties(&p, d);
+    int optin = 0, clock = 0, mclock = 0;
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d);
+    cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, d);
+    cudaDeviceGetAttribute(&mclock, cudaDevAttrMemoryClockRate, d);
+    std::printf("GPU %d: %s, sm_%d%d, %d SMs, %.1f GiB, %d KB shared memory per block, SM clock %d MHz, memory "
+                "clock %d MHz\n",
+                d, p.name, p.major, p.minor, p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, optin / 1024,
+                clock / 1000, mclock / 1000);
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------
+CaseSpec random_check_case(std::mt19937_64& rng, int idx, uint64_t seed) {
+  CaseSpec s;
+  s.seed = seed + idx;
+  if (idx % 2 == 0) {
+    const int heads[] = {1, 8, 16, 64, 128};
+    s.hq = heads[rng() % 5];
+    s.hkv = 1;
+    s.dqk = 576;
+    s.dv = 512;
+    if (rng() % 3 == 0) s.profile = FV_PROFILE_SMALL_SMEM;
+  } else {
+    const int dims[] = {64, 128, 256};
+    const int groups[] = {1, 2, 4, 8, 16};
+    s.hkv = 1 + static_cast<int>(rng() % 4);
+    s.hq = s.hkv * groups[rng() % 5];
+    s.dqk = s.dv = dims[rng() % 3];
+  }
+  const int prefixes[] = {0, 1, 17, 339, 799, 4096, 20000};
+  const int drafts[] = {1, 2, 7, 8, 16, 63, 64};
+  s.max_draft = drafts[rng() % 7];
+  const int B = 1 + static_cast<int>(rng() % 3);
+  for (int b = 0; b < B; ++b) {
+    s.draft.push_back(1 + static_cast<int>(rng() % s.max_draft));
+    s.prefix.push_back(prefixes[rng() % 7]);
+  }
+  s.draft[0] = s.max_draft;
+  // keep one oracle run under ~1 GFLOP
+  while (s.hq > s.hkv && double(s.max_draft) * B * s.hq * (20000.0 + s.max_draft) * (s.dqk + s.dv) * 2 > 1e9) {
+    s.hq /= 2;
+    if (s.hq % s.hkv) s.hq = s.hkv;
+  }
+  s.tree = static_cast<fvt::Tree>(rng() % 4);
+  s.mask_kind = static_cast<int>(rng() % 3);
+  s.dtype = rng() % 2 ? FV_DTYPE_BF16 : FV_DTYPE_FP16;
+  if (rng() % 3 == 0) {
+    s.addressing = FV_KV_PAGE_TABLE;
+    s.page_size = 1 << (rng() % 8);
+  }
+  s.indices_i64 = rng() % 2;
+  s.qo_i64 = rng() % 2;
+  return s;
+}
+
+int cmd_check(const Options& o) {
+  const uint64_t seed = o.seed ? o.seed : fvt::session_seed();
+  std::printf("%s\nseed %llu, %d random problems\n", fv_build_info(), static_cast<unsigned long long>(seed), o.cases);
+  const std::string why = fvt::gpu_unavailable_reason();
+  if (!why.empty())
+    std::printf("GPU part SKIPPED: %s. Only the CPU oracle runs (self-consistency: slot order, page size, mask "
+                "form).\n", why.c_str());
+  else
+    std::printf("GPU: %s\n", fvt::gpu_name().c_str());
+  std::mt19937_64 rng(seed);
+  int failed = 0;
+  double worst[2] = {0, 0};
+  std::printf("%-4s %-96s %-12s %-12s %s\n", "case", "problem", "fast relL2", "naive relL2", "worst element (fast)");
+  for (int idx = 0; idx < o.cases; ++idx) {
+    const CaseSpec s = random_check_case(rng, idx, seed);
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::Reference ref;
+    if (fvt::run_oracle(hp, &ref) != FV_OK) {
+      std::printf("%-4d oracle failed: %s\n", idx, fv_last_error());
+      ++failed;
+      continue;
+    }
+    if (!why.empty()) {
+      // the oracle must not depend on where the prefix lives or how the tree is written down
+      HostProblem other = fvt::relayout(hp, FV_KV_PAGE_TABLE, 16, true, seed + idx);
+      other.spec.mask_kind = (hp.spec.mask_kind + 1) % 3;
+      fvt::Reference r2;
+      const bool ok = fvt::run_oracle(other, &r2) == FV_OK && r2.out == ref.out;
+      std::printf("%-4d %-96s oracle self-consistency %s\n", idx, s.describe().c_str(), ok ? "ok" : "FAILED");
+      failed += !ok;
+      continue;
+    }
+    double rel[2] = {0, 0};
+    std::string where;
+    bool bad = false;
+    for (int k = 0; k < 2; ++k) {
+      const fvt::GpuRun r = fvt::run_gpu(hp, k == 0 ? FV_IMPL_FAST : FV_IMPL_NAIVE);
+      if (r.status != FV_OK) {
+        std::printf("%-4d %s: %s\n", idx, k == 0 ? "fast" : "naive", r.error.c_str());
+        bad = true;
+        continue;
+      }
+      const fvt::Comparison c = fvt::compare(hp, r.out, r.lse, ref);
+      rel[k] = c.rel_l2;
+      worst[k] = std::max(worst[k], c.rel_l2);
+      if (k == 0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s got %.5g want %.5g", c.where(hp).c_str(), c.worst_got, c.worst_ref);
+        where = buf;
+      }
+      bad |= c.nan_count > 0 || c.rel_l2 > 1e-2 || c.lse_bad > 0 || c.lse_max_abs > 5e-3;
+    }
+    failed += bad;
+    std::printf("%-4d %-96s %-12.3e %-12.3e %s%s\n", idx, s.describe().c_str(), rel[0], rel[1], where.c_str(),
+                bad ? "  FAIL" : "");
+  }
+  if (why.empty())
+    std::printf("check: %d/%d passed; worst rel L2 fast %.3e, naive %.3e (bound 1e-2)\n", o.cases - failed, o.cases,
+                worst[0], worst[1]);
+  else
+    std::printf("check: %d/%d oracle self-consistency cases passed; GPU part skipped (%s)\n", o.cases - failed,
+                o.cases, why.c_str());
+  return failed ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------------
+struct BenchCase {
+  std::string name;
+  CaseSpec spec;
+  std::string target;  // what issue 3 asks, for the table
+};
+
+CaseSpec uniform(bool mla, int hq, int hkv, int d, int n, int p, int b, fvt::Tree tree = fvt::Tree::Random) {
+  CaseSpec s;
+  s.hq = hq;
+  s.hkv = hkv;
+  s.dqk = mla ? 576 : d;
+  s.dv = mla ? 512 : d;
+  s.max_draft = n;
+  s.draft.assign(b, n);
+  s.prefix.assign(b, p);
+  s.tree = tree;
+  s.seed = 42;
+  s.want_lse = false;
+  return s;
+}
+
+std::vector<BenchCase> bench_cases(const std::string& suite) {
+  std::vector<BenchCase> v;
+  auto add = [&](const std::string& name, CaseSpec s, const std::string& target = "") { v.push_back({name, s, target}); };
+  if (suite == "headline" || suite == "full") {
+    add("mla h16 n8 p32k b1", uniform(true, 16, 1, 0, 8, 32768, 1), "<= 40 us");
+    add("mla h16 n64 p32k b16", uniform(true, 16, 1, 0, 64, 32768, 16), ">= 350 TFLOP/s");
+    add("mla h128 n64 p32k b16", uniform(true, 128, 1, 0, 64, 32768, 16), ">= 350 TFLOP/s");
+    add("gqa32/8 d128 n8 p32k b16", uniform(false, 32, 8, 128, 8, 32768, 16), ">= 3.4 TB/s");
+    add("gqa8/1 d128 n8 p32k b1", uniform(false, 8, 1, 128, 8, 32768, 1), "<= 15 us");
+    add("mla h16 n64 p32k b4 chain", uniform(true, 16, 1, 0, 64, 32768, 4, fvt::Tree::Chain), "tree within 5%");
+    add("mla h16 n64 p32k b4 tree", uniform(true, 16, 1, 0, 64, 32768, 4, fvt::Tree::Random), "tree within 5%");
+    CaseSpec small = uniform(true, 16, 1, 0, 8, 32768, 1);
+    small.profile = FV_PROFILE_SMALL_SMEM;
+    add("mla h16 n8 p32k b1 [sm120 cfg]", small, "sm_120 config");
+    small = uniform(true, 16, 1, 0, 64, 32768, 16);
+    small.profile = FV_PROFILE_SMALL_SMEM;
+    add("mla h16 n64 p32k b16 [sm120 cfg]", small, "sm_120 config");
+  }
+  if (suite == "full") {
+    add("mla h16 n8 p4k b1", uniform(true, 16, 1, 0, 8, 4096, 1));
+    add("mla h16 n8 p32k b16", uniform(true, 16, 1, 0, 8, 32768, 16));
+    add("mla h16 n64 p32k b1", uniform(true, 16, 1, 0, 64, 32768, 1));
+    add("mla h128 n8 p32k b16", uniform(true, 128, 1, 0, 8, 32768, 16));
+    add("mla h128 n64 p4k b1", uniform(true, 128, 1, 0, 64, 4096, 1));
+    add("mla h16 n1024 p32k b1", uniform(true, 16, 1, 0, 1024, 32768, 1));
+    add("gqa32/8 d128 n8 p32k b1", uniform(false, 32, 8, 128, 8, 32768, 1));
+    add("gqa32/8 d128 n32 p32k b16", uniform(false, 32, 8, 128, 32, 32768, 16));
+    add("gqa8/1 d128 n8 p32k b16", uniform(false, 8, 1, 128, 8, 32768, 16));
+    add("gqa8/1 d128 n32 p32k b16", uniform(false, 8, 1, 128, 32, 32768, 16));
+    add("gqa32/8 d128 n64 p32k b4 chain", uniform(false, 32, 8, 128, 64, 32768, 4, fvt::Tree::Chain));
+    add("gqa32/8 d128 n64 p32k b4 tree", uniform(false, 32, 8, 128, 64, 32768, 4, fvt::Tree::Random));
+    add("gqa32/8 d128 n1024 p32k b1", uniform(false, 32, 8, 128, 1024, 32768, 1));
+    add("gqa16/2 d64 n8 p32k b16", uniform(false, 16, 2, 64, 8, 32768, 16));
+    add("gqa16/2 d256 n8 p32k b16", uniform(false, 16, 2, 256, 8, 32768, 16));
+  }
+  if (suite == "psweep" || suite == "full") {
+    for (int p : {16384, 32768, 65536, 131072, 262144})
+      add("mla h16 n8 b4 p" + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 8, p, 4), "flat within 15%");
+    for (int p : {16384, 32768, 65536, 131072, 262144})
+      add("gqa32/8 n8 b4 p" + std::to_string(p / 1024) + "k", uniform(false, 32, 8, 128, 8, p, 4), "flat within 15%");
+  }
+  return v;
+}
+
+double measure_copy_gbps() {
+  const size_t bytes = size_t(1) << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaMemset(a, 1, bytes);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> t;
+  for (int i = 0; i < 12; ++i) {
+    cudaEventRecord(e0);
+    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i >= 2) t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e9;
+}
+
+// Median time of `launch` in microseconds; L2 flushed (a 512 MB memset) before each timed launch.
+double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters, void* flush, size_t flush_bytes,
+                      cudaStream_t s) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int i = 0; i < 3; ++i) launch(s);  // warm-up: module load, attribute setup
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) {
+    cudaMemsetAsync(flush, i & 0xff, flush_bytes, s);
+    cudaEventRecord(e0, s);
+    launch(s);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t.push_back(ms * 1000.f);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int cmd_bench(const Options& o) {
+  const std::string why = fvt::gpu_unavailable_reason();
+  if (!why.empty()) {
+    std::printf("bench SKIPPED: %s\n", why.c_str());
+    return 0;
+  }
+  int clock = 0, mclock = 0;
+  cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, 0);
+  cudaDeviceGetAttribute(&mclock, cudaDevAttrMemoryClockRate, 0);
+  const double copy_gbps = measure_copy_gbps();
+  std::printf("%s\nGPU: %s, SM clock %d MHz, memory clock %d MHz\n", fv_build_info(), fvt::gpu_name().c_str(),
+              clock / 1000, mclock / 1000);
+  std::printf("ceilings: copy %.0f GB/s (measured now, read + write), mma.sync bf16 %.0f TFLOP/s (BASELINE.md)\n",
+              copy_gbps, kMmaSyncTflops);
+  std::printf("timing: median of %d runs, CUDA events, L2 flushed before each run%s\n", o.iters,
+              o.graph ? "; also replayed from a CUDA graph" : "");
+  const size_t flush_bytes = size_t(512) << 20;
+  void* flush = nullptr;
+  cudaMalloc(&flush, flush_bytes);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+
+  std::FILE* csv = o.csv.empty() ? nullptr : std::fopen(o.csv.c_str(), "w");
+  if (csv)
+    std::fprintf(csv, "case,config,us,graph_us,gb_s,tflop_s,pct_copy,pct_mma,naive_us,speedup_vs_naive,check,check_rel_l2,target\n");
+  struct Row {
+    std::string name, config, check, target;
+    double us, graph_us, gbs, tflops, naive_us, rel;
+  };
+  std::vector<Row> rows;
+  const std::vector<BenchCase> cases = bench_cases(o.suite);
+  int done = 0;
+  for (const BenchCase& bc : cases) {
+    ++done;
+    if (!o.only.empty() && bc.name.find(o.only) == std::string::npos) continue;
+    std::fprintf(stderr, "[%d/%zu] %s: building inputs...\n", done, cases.size(), bc.name.c_str());
+    const HostProblem hp = fvt::make_problem(bc.spec);
+    fvt::DeviceProblem fast(hp, FV_IMPL_FAST);
+    if (!fast.ok()) {
+      std::printf("%s: %s\n", bc.name.c_str(), fast.error().c_str());
+      continue;
+    }
+    // check first: against the naive kernel on these inputs when that is affordable, else against the
+    // oracle on a reduced problem of the same shape (one request, prefix <= 2048)
+    Row r{bc.name, "", "", bc.target, 0, 0, 0, 0, 0, 0};
+    const double naive_work = double(hp.total_q) * bc.spec.hq * (bc.spec.prefix[0] + bc.spec.max_draft);
+    const bool naive_ok = naive_work <= 5e7;
+    fv_status st = fast.run(s);
+    cudaStreamSynchronize(s);
+    if (st != FV_OK) {
+      std::printf("%s: fast failed: %s\n", bc.name.c_str(), fv_last_error());
+      continue;
+    }
+    std::vector<float> out_fast, lse_dummy;
+    fast.download(&out_fast, &lse_dummy, nullptr);
+    std::unique_ptr<fvt::DeviceProblem> naive;
+    if (naive_ok) {
+      naive.reset(new fvt::DeviceProblem(hp, FV_IMPL_NAIVE));
+      naive->run(s);
+      cudaStreamSynchronize(s);
+      std::vector<float> out_naive;
+      naive->download(&out_naive, &lse_dummy, nullptr);
+      double num = 0, den = 0;
+      bool nan = false;
+      for (size_t e = 0; e < out_fast.size(); ++e) {
+        nan |= std::isnan(out_fast[e]);
+        num += double(out_fast[e] - out_naive[e]) * (out_fast[e] - out_naive[e]);
+        den += double(out_naive[e]) * out_naive[e];
+      }
+      r.rel = nan ? INFINITY : std::sqrt(num / den);
+      r.check = r.rel <= 1e-2 ? "ok vs naive" : "FAIL vs naive";
+    } else {
+      CaseSpec small = bc.spec;
+      small.draft.resize(1);
+      small.prefix.assign(1, std::min(2048, bc.spec.prefix[0]));
+      while (double(small.max_draft) * small.hq * 2100 * 1088 * 2 > 4e9 && small.hq > 1) small.hq /= 2;
+      const HostProblem sp = fvt::make_problem(small);
+      fvt::Reference ref;
+      fvt::run_oracle(sp, &ref);
+      const fvt::GpuRun gr = fvt::run_gpu(sp, FV_IMPL_FAST);
+      const fvt::Comparison c = fvt::compare(sp, gr.out, gr.lse, ref);
+      r.rel = gr.status == FV_OK ? c.rel_l2 : INFINITY;
+      r.check = r.rel <= 1e-2 ? "ok (reduced) vs oracle" : "FAIL (reduced) vs oracle";
+    }
+    {
+      fv_problem pb = fast.args().problem;
+      size_t ws = 0;
+      fv_workspace_size(&pb, &ws);
+      char cfg[64];
+      std::snprintf(cfg, sizeof cfg, "%s", bc.spec.mla() ? (bc.spec.profile == FV_PROFILE_SMALL_SMEM ? "mla-small" : "mla-auto")
+                                                       : ("gqa-d" + std::to_string(bc.spec.dqk)).c_str());
+      r.config = cfg;
+    }
+    r.us = time_median_us([&](cudaStream_t st2) { fast.run(st2); }, o.iters, flush, flush_bytes, s);
+    if (o.graph) {
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+      fast.run(s);
+      cudaStreamEndCapture(s, &g);
+      cudaGraphInstantiate(&ge, g, 0);
+      r.graph_us = time_median_us([&](cudaStream_t st2) { cudaGraphLaunch(ge, st2); }, o.iters, flush, flush_bytes, s);
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+    }
+    if (naive && o.naive) r.naive_us = time_median_us([&](cudaStream_t st2) { naive->run(st2); }, std::max(3, o.iters / 5),
+                                                      flush, flush_bytes, s);
+    r.gbs = hp.kv_bytes / (r.us * 1e-6) / 1e9;
+    r.tflops = hp.flops / (r.us * 1e-6) / 1e12;
+    rows.push_back(r);
+    std::fprintf(stderr, "[%d/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (%s)\n", done, cases.size(), bc.name.c_str(),
+                 r.us, r.gbs, r.tflops, r.check.c_str());
+    if (csv)
+      std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,%s,%.3e,\"%s\"\n", r.name.c_str(),
+                   r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, 100 * r.gbs / copy_gbps,
+                   100 * r.tflops / kMmaSyncTflops, r.naive_us, r.naive_us > 0 ? r.naive_us / r.us : 0,
+                   r.check.c_str(), r.rel, r.target.c_str());
+  }
+  if (csv) std::fclose(csv);
+  std::printf("\n| case | config | µs | graph µs | GB/s | TFLOP/s | %% copy | %% mma.sync | naive µs | speedup | check | target |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows)
+    std::printf("| %s | %s | %.1f | %s | %.0f | %.1f | %.0f | %.0f | %s | %s | %s (%.1e) | %s |\n", r.name.c_str(),
+                r.config.c_str(), r.us, r.graph_us > 0 ? std::to_string(r.graph_us).substr(0, 6).c_str() : "–", r.gbs,
+                r.tflops, 100 * r.gbs / copy_gbps, 100 * r.tflops / kMmaSyncTflops,
+                r.naive_us > 0 ? std::to_string(static_cast<int>(r.naive_us)).c_str() : "–",
+                r.naive_us > 0 ? (std::to_string(static_cast<int>(r.naive_us / r.us)) + "x").c_str() : "–",
+                r.check.c_str(), r.rel, r.target.c_str());
+  cudaFree(flush);
+  cudaStreamDestroy(s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage();
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  Options o;
+  if (!parse(argc, argv, 2, &o)) {
+    usage();
+    return 2;
+  }
+  if (cmd == "info") return cmd_info();
+  if (cmd == "check") return cmd_check(o);
+  if (cmd == "bench") return cmd_bench(o);
+  usage();
+  return 2;
+}

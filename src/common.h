@@ -1,0 +1,49 @@
+// Internal helpers shared by the host-side sources: the thread-local error message and index reads.
+#pragma once
+
+#include <cstdint>
+#include <cstdarg>
+
+#include "flashverify/flashverify.h"
+
+namespace fv {
+
+// Records a formatted message for fv_last_error() and returns `status`, so that validation reads
+//   if (x < 0) return fail(FV_ERR_BAD_LENGTH, "batch_size (%d) is negative", x);
+fv_status fail(fv_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+const char* last_error();
+
+inline int64_t index_at(const fv_index& ix, int64_t i) {
+  return ix.dtype == FV_INDEX_INT64 ? static_cast<const int64_t*>(ix.data)[i]
+                                    : static_cast<const int32_t*>(ix.data)[i];
+}
+
+inline bool is_mla_dims(int dqk, int dv) { return dqk == 576 && dv == 512; }
+
+inline fv_dtype out_dtype_of(const fv_problem& p) {
+  return static_cast<fv_dtype>(p.out_dtype == 0 ? p.dtype : p.out_dtype);
+}
+
+inline int dtype_bytes(int dt) {
+  switch (dt) {
+    case FV_DTYPE_BF16:
+    case FV_DTYPE_FP16: return 2;
+    case FV_DTYPE_FP32: return 4;
+    case FV_DTYPE_FP64: return 8;
+    default: return 0;
+  }
+}
+
+const char* dtype_name(int dt);
+
+// Host-side validation. validate_problem checks the fields the workspace size depends on;
+// validate_args also the pointers and strides; validate_device_data (CPU only: it reads every length,
+// index and mask entry) everything a kernel would otherwise trust.
+fv_status validate_problem(const fv_problem& p, const char* fn);
+fv_status validate_args(const fv_args& a, const char* fn);
+fv_status validate_device_data(const fv_args& a, const char* fn);
+
+// The float64 oracle (src/reference.cpp). Arguments were validated by the caller.
+fv_status run_reference(const fv_args& a);
+
+}  // namespace fv

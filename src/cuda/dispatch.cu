@@ -1,0 +1,214 @@
+// The one place where runtime values become template choices: (tile configuration, dtype) for the verify
+// kernel, Dv for the combine kernel. Also the device-property cache.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "common.h"
+#include "cuda/launch.h"
+#include "cuda/combine.cuh"
+#include "cuda/params.cuh"
+#include "cuda/schedule.cuh"
+
+namespace fv {
+
+template <int CFG, class T>
+cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream);
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+fv_status cuda_fail(cudaError_t err, const char* what) {
+  return fail(FV_ERR_CUDA, "fv_run: %s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+template <class T>
+cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
+  switch (cfg) {
+    case kMlaLarge: return launch_verify<kMlaLarge, T>(p, grid, s);
+    case kMlaSmall: return launch_verify<kMlaSmall, T>(p, grid, s);
+    case kGqa64: return launch_verify<kGqa64, T>(p, grid, s);
+    case kGqa128: return launch_verify<kGqa128, T>(p, grid, s);
+    case kGqa256: return launch_verify<kGqa256, T>(p, grid, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <class T>
+void launch_combine_for(int dv, const VerifyParams& p, cudaStream_t s) {
+  const int64_t slices = dv >= 128 ? dv / 128 : 1;
+  const int64_t warps = int64_t(p.batch) * p.max_draft * p.num_q_heads * slices;
+  const unsigned blocks = static_cast<unsigned>((warps * 32 + kCombineThreads - 1) / kCombineThreads);
+  switch (dv) {
+    case 64: combine_kernel<T, 64><<<blocks, kCombineThreads, 0, s>>>(p); break;
+    case 128: combine_kernel<T, 128><<<blocks, kCombineThreads, 0, s>>>(p); break;
+    case 256: combine_kernel<T, 256><<<blocks, kCombineThreads, 0, s>>>(p); break;
+    default: combine_kernel<T, 512><<<blocks, kCombineThreads, 0, s>>>(p); break;
+  }
+}
+
+// Tuning knobs for the work partitioning (bench sweeps); unset means the configuration's values.
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  const int x = std::atoi(v);
+  return x > 0 ? x : fallback;
+}
+
+}  // namespace
+
+fv_status cuda_current_device(DeviceProps* out) {
+  static std::mutex mu;
+  static DeviceProps cache[kMaxDevices];
+  static bool cached[kMaxDevices] = {};
+  int dev = 0, count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err == cudaSuccess && count > 0) err = cudaGetDevice(&dev);
+  if (err != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the (non-sticky) error so later calls start clean
+    // Planning without a GPU (tests, workspace sizing on a build machine):
+    // FLASHVERIFY_PLAN_DEVICE="num_sms,smem_per_block,smem_per_sm,cc_major,cc_minor". Used only when no
+    // CUDA device exists, so it can never steer a real launch.
+    if (const char* fake = std::getenv("FLASHVERIFY_PLAN_DEVICE")) {
+      DeviceProps p;
+      if (std::sscanf(fake, "%d,%d,%d,%d,%d", &p.num_sms, &p.max_smem_per_block, &p.max_smem_per_sm, &p.cc_major,
+                      &p.cc_minor) == 5 && p.num_sms > 0) {
+        *out = p;
+        return FV_OK;
+      }
+    }
+    return fail(FV_ERR_NO_DEVICE, "no usable CUDA device: %s",
+                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount found none");
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev >= 0 && dev < kMaxDevices && cached[dev]) {
+    *out = cache[dev];
+    return FV_OK;
+  }
+  DeviceProps p;
+  if ((err = cudaDeviceGetAttribute(&p.num_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+      (err = cudaDeviceGetAttribute(&p.max_smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+          cudaSuccess ||
+      (err = cudaDeviceGetAttribute(&p.max_smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev)) !=
+          cudaSuccess ||
+      (err = cudaDeviceGetAttribute(&p.cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+      (err = cudaDeviceGetAttribute(&p.cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess) {
+    cudaGetLastError();
+    return fail(FV_ERR_NO_DEVICE, "querying CUDA device %d: %s", dev, cudaGetErrorString(err));
+  }
+  if (p.cc_major < 8)
+    return fail(FV_ERR_NO_DEVICE, "CUDA device %d is sm_%d%d; flashverify needs sm_80 or newer", dev, p.cc_major,
+                p.cc_minor);
+  if (dev >= 0 && dev < kMaxDevices) {
+    cache[dev] = p;
+    cached[dev] = true;
+  }
+  *out = p;
+  return FV_OK;
+}
+
+fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, void* stream) {
+  const fv_problem& pb = a.problem;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return fail(FV_ERR_NO_DEVICE, "fv_run: no CUDA device to launch on");
+  }
+  const TileConfig& cfg = *plan.cfg;
+  VerifyParams p{};
+  p.q = a.q;
+  p.q_stride_token = a.q_stride_token;
+  p.q_stride_head = a.q_stride_head;
+  p.k_draft = a.k_draft;
+  p.k_draft_stride_token = a.k_draft_stride_token;
+  p.k_draft_stride_head = a.k_draft_stride_head;
+  p.v_draft = a.v_draft;
+  p.v_draft_stride_token = a.v_draft_stride_token;
+  p.v_draft_stride_head = a.v_draft_stride_head;
+  p.k_pool = a.k_pool;
+  p.k_pool_stride_slot = a.k_pool_stride_slot;
+  p.k_pool_stride_head = a.k_pool_stride_head;
+  p.v_pool = a.v_pool;
+  p.v_pool_stride_slot = a.v_pool_stride_slot;
+  p.v_pool_stride_head = a.v_pool_stride_head;
+  p.out = a.out;
+  p.out_stride_token = a.out_stride_token;
+  p.out_stride_head = a.out_stride_head;
+  p.lse = a.lse;
+  p.lse_stride_token = a.lse_stride_token;
+  p.qo_indptr = a.qo_indptr.data;
+  p.kv_indptr = a.kv_indptr.data;
+  p.kv_indices = a.kv_indices.data;
+  p.mask_indptr = a.mask_indptr.data;
+  p.qo_i64 = a.qo_indptr.dtype == FV_INDEX_INT64;
+  p.kv_indptr_i64 = a.kv_indptr.dtype == FV_INDEX_INT64;
+  p.kv_indices_i64 = a.kv_indices.dtype == FV_INDEX_INT64;
+  p.mask_indptr_i64 = a.mask_indptr.dtype == FV_INDEX_INT64;
+  p.custom_mask = a.custom_mask;
+  p.parents = a.parents;
+  p.page_table = a.page_table;
+  p.page_table_stride = a.page_table_stride;
+  p.paged = pb.kv_addressing == FV_KV_PAGE_TABLE;
+  p.page_size = pb.page_size;
+  p.mask_kind = pb.mask_kind;
+  p.out_fp32 = out_dtype_of(pb) == FV_DTYPE_FP32;
+  p.batch = pb.batch_size;
+  p.max_draft = pb.max_draft;
+  p.num_q_heads = pb.num_q_heads;
+  p.num_kv_heads = pb.num_kv_heads;
+  p.group = plan.group;
+  p.head_dim_v = pb.head_dim_v;
+  p.scale_log2 = a.sm_scale * 1.4426950408889634f;
+
+  uint8_t* ws = static_cast<uint8_t*>(workspace);
+  p.sched = reinterpret_cast<int32_t*>(ws + plan.off_sched);
+  uint32_t* bits = reinterpret_cast<uint32_t*>(ws + plan.off_bits);
+  if (pb.mask_kind == FV_MASK_BITS) {
+    p.mask_bits = a.mask_bits;
+    p.mask_bits_stride = a.mask_bits_stride;
+  } else {
+    p.mask_bits = bits;
+    p.mask_bits_stride = plan.mask_words;
+  }
+  p.part_lse = reinterpret_cast<float*>(ws + plan.off_part_lse);
+  p.part_o = reinterpret_cast<float*>(ws + plan.off_part_o);
+  p.num_parts = plan.num_parts;
+  p.block_n = cfg.bn;
+  static const int overhead_env = env_int("FLASHVERIFY_OVERHEAD", 0);
+  static const int min_cost_env = env_int("FLASHVERIFY_MIN_PART_COST", 0);
+  p.overhead = overhead_env > 0 ? overhead_env : cfg.overhead;
+  p.min_part_cost = min_cost_env > 0 ? min_cost_env : cfg.min_part_cost;
+  if (pb.num_kv_splits > 0) p.min_part_cost = 1;  // a forced split count is honoured as far as the work allows
+
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const bool convert = plan.mask_words > 0;
+  prepare_kernel<<<1 + (convert ? pb.batch_size : 0), kPrepareThreads, 0, s>>>(p, bits, plan.mask_words);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return cuda_fail(err, "prepare kernel launch");
+
+  const dim3 grid(static_cast<unsigned>(plan.m_tiles), static_cast<unsigned>(plan.num_parts),
+                  static_cast<unsigned>(pb.num_kv_heads));
+  err = pb.dtype == FV_DTYPE_BF16 ? launch_verify_for<__nv_bfloat16>(cfg.id, p, grid, s)
+                                  : launch_verify_for<__half>(cfg.id, p, grid, s);
+  if (err != cudaSuccess) return cuda_fail(err, cfg.name);
+
+  if (plan.max_slots > 0) {
+    if (pb.dtype == FV_DTYPE_BF16) launch_combine_for<__nv_bfloat16>(pb.head_dim_v, p, s);
+    else launch_combine_for<__half>(pb.head_dim_v, p, s);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return cuda_fail(err, "combine kernel launch");
+  }
+  return FV_OK;
+}
+
+const char* cuda_arch_list() { return FV_CUDA_ARCHS; }
+
+int cuda_runtime_version() { return CUDART_VERSION; }
+
+}  // namespace fv

@@ -1,0 +1,6 @@
+// Generated instantiation: configuration kGqa256, fp16.
+#include "../verify_launch.cuh"
+
+namespace fv {
+FV_INSTANTIATE_VERIFY(kGqa256, __half)
+}  // namespace fv

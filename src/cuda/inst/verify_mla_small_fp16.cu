@@ -1,0 +1,6 @@
+// Generated instantiation: configuration kMlaSmall, fp16.
+#include "../verify_launch.cuh"
+
+namespace fv {
+FV_INSTANTIATE_VERIFY(kMlaSmall, __half)
+}  // namespace fv

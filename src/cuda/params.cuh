@@ -1,0 +1,63 @@
+// The flat parameter block of the fast kernel family (prepare, verify, combine), passed by value as a
+// __grid_constant__. Pointers carry their shape; strides are in elements; the softmax scale is
+// pre-multiplied by log2(e) on the host.
+#pragma once
+
+#include <cstdint>
+
+namespace fv {
+
+struct VerifyParams {
+  const void* q;        // [T, Hq, Dqk]
+  int64_t q_stride_token, q_stride_head;
+  const void* k_draft;  // [T, Hkv, Dqk]
+  int64_t k_draft_stride_token, k_draft_stride_head;
+  const void* v_draft;  // [T, Hkv, Dv]
+  int64_t v_draft_stride_token, v_draft_stride_head;
+  const void* k_pool;   // [num_slots, Hkv, Dqk]
+  int64_t k_pool_stride_slot, k_pool_stride_head;
+  const void* v_pool;   // [num_slots, Hkv, Dv]
+  int64_t v_pool_stride_slot, v_pool_stride_head;
+  void* out;            // [T, Hq, Dv] in out dtype
+  int64_t out_stride_token, out_stride_head;
+  float* lse;           // [T, Hq] natural log, optional
+  int64_t lse_stride_token;
+
+  const void* qo_indptr;   // [B + 1]
+  const void* kv_indptr;   // [B + 1]
+  const void* kv_indices;  // token slots
+  const void* mask_indptr; // [B + 1] (byte mask)
+  const uint8_t* custom_mask;
+  const int32_t* parents;
+  const int32_t* page_table;  // [B, page_table_stride]
+  int64_t page_table_stride;
+  const uint32_t* mask_bits;  // [rows, mask_bits_stride] user bits, or the workspace's converted bits
+  int64_t mask_bits_stride;
+
+  int qo_i64, kv_indptr_i64, kv_indices_i64, mask_indptr_i64;  // index dtypes (1 = int64)
+  int paged, page_size;
+  int mask_kind;  // fv_mask_kind; BYTES and PARENTS are converted to bits by the prepare kernel
+  int out_fp32;   // out dtype is fp32 instead of the input dtype
+
+  int batch, max_draft, num_q_heads, num_kv_heads, group, head_dim_v;
+  float scale_log2;  // sm_scale * log2(e)
+
+  // work partition (filled by the prepare kernel on the device)
+  int32_t* sched;       // SchedLayout
+  int num_parts;        // grid.y
+  int overhead, min_part_cost, block_n;
+  float* part_lse;      // [slots, max_draft, Hq], log2 domain
+  float* part_o;        // [slots, max_draft, Hq, Dv], normalised
+};
+
+template <bool I64>
+__device__ __forceinline__ int64_t load_index(const void* p, int64_t i) {
+  if constexpr (I64) return static_cast<const int64_t*>(p)[i];
+  else return static_cast<const int32_t*>(p)[i];
+}
+
+__device__ __forceinline__ int64_t load_index(const void* p, int64_t i, int is64) {
+  return is64 ? static_cast<const int64_t*>(p)[i] : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
+}
+
+}  // namespace fv

@@ -1,0 +1,476 @@
+// The split-KV tensor-core tree-verify kernel.
+//
+// One CTA owns (m_tile, partition, kv_head). Its rows are the queries that share kv_head, packed
+// token-major: row r of the request is (draft token r / group, q head kv_head * group + r % group), so
+// one K/V tile in shared memory serves every q head of the group and every draft token: the prefix is
+// read once per KV head (once per m_tile when group * N exceeds the tile; those CTAs are adjacent in
+// the grid and run together, so the repeats hit L2).
+//
+// The batch's key steps (each request: its prefix then its own draft tokens, bn keys a step) are cut
+// into `parts` contiguous partitions of equal cost by the prepare kernel (schedule.cuh). A CTA walks the
+// request segments of its partition: for each it loads the request's Q tile, streams the segment's
+// K (and V) tiles through a cp.async pipeline, gathering prefix rows through the slot indices in place,
+// and keeps an online softmax. A request served by one partition gets its output written here;
+// otherwise every partition writes a normalised partial (o, lse) and combine.cuh merges them.
+//
+// Per step: S = Q K^T on a WM x WN warp grid (16 x bn/WN warp tiles), row max exchanged through shared
+// memory, P = exp2(S - m) written to shared memory as 16-bit, then O += P V on a WOM x WON warp grid
+// where each warp owns a block of O's columns (MLA's 64 x 512 fp32 accumulator does not fit one warp).
+// Three barriers per step. The draft block applies the ancestor mask; the prefix is never masked.
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "flashverify/flashverify.h"
+#include "../partition.h"
+#include "../plan.h"
+#include "../tile_config.h"
+#include "mma.cuh"
+#include "params.cuh"
+
+namespace fv {
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile whose rows hold CHUNKS chunks. The chunk
+// index is XOR-ed with bits of the row so that the 8 rows one ldmatrix phase reads fall in 8 different
+// bank groups (rows of 576 bf16 are 1152 bytes: without it every row starts in bank 0).
+template <int CHUNKS>
+__device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
+  int phys;
+  if constexpr (CHUNKS >= 8) phys = chunk ^ (row & 7);
+  else if constexpr (CHUNKS == 4) phys = chunk ^ ((row >> 1) & 3);
+  else if constexpr (CHUNKS == 2) phys = chunk ^ ((row >> 2) & 1);
+  else phys = chunk;
+  return static_cast<uint32_t>((row * CHUNKS + phys) * 16);
+}
+
+// How the CTA's threads cover a ROWS x CHUNKS tile with 16-byte copies: TPR threads per row, each
+// taking every TPR-th chunk; the thread block covers RP rows per pass.
+template <int ROWS, int CHUNKS, int THREADS>
+struct TileCopy {
+  static constexpr int TPR = (ROWS * 8 >= THREADS) ? 8 : THREADS / ROWS;
+  static constexpr int RP = THREADS / TPR;
+  static constexpr int PASSES = ROWS / RP;
+  static constexpr int CPT = CHUNKS / TPR;
+  static_assert(CHUNKS % TPR == 0, "chunks per row must be a multiple of threads per row");
+  static_assert(ROWS % RP == 0 && PASSES >= 1, "rows must be a multiple of rows per pass");
+};
+
+template <int CFG, class T>
+struct Verify {
+  static constexpr TileConfig C = kTileConfigs[CFG];
+  static constexpr int BM = C.bm, BN = C.bn, DQK = C.dqk, DV = C.dv;
+  static constexpr int WM = C.wm, WN = C.wn, WOM = C.wom, WON = C.won, STAGES = C.stages;
+  static constexpr bool V_IN_K = C.v_in_k;
+  static constexpr int THREADS = C.threads();
+  static constexpr int QCH = DQK / 8, VCH = DV / 8, PCH = BN / 8;
+  // S warp tile: 16 rows x SN keys
+  static constexpr int SN = BN / WN, S_NT = SN / 8;
+  // O warp tile: OM rows x ON columns
+  static constexpr int OM = BM / WOM, O_MT = OM / 16, ON = DV / WON, O_NT = ON / 8;
+  static_assert(BM / WM == 16, "an S warp owns one 16-row m tile");
+  static_assert(WM * WN == WOM * WON, "both warp grids use every warp");
+  static_assert(SN % 8 == 0 && OM % 16 == 0 && ON % 16 == 0 && BN % 16 == 0, "tile shapes");
+  static_assert(DQK % 16 == 0 && STAGES >= 2, "tile shapes");
+  // V rows are either the K tile's rows (MLA) or a tile of their own
+  static constexpr int VROW_CHUNKS = V_IN_K ? QCH : VCH;
+
+  using QCopy = TileCopy<BM, QCH, THREADS>;
+  using KCopy = TileCopy<BN, QCH, THREADS>;
+  using VCopy = TileCopy<BN, VCH, THREADS>;
+  static_assert(V_IN_K || (int(KCopy::TPR) == int(VCopy::TPR)), "K and V copies share the row mapping");
+
+  // shared memory layout (bytes)
+  static constexpr uint32_t OFF_Q = 0;
+  static constexpr uint32_t OFF_K = OFF_Q + C.q_bytes();
+  static constexpr uint32_t OFF_V = OFF_K + STAGES * C.k_stage_bytes();
+  static constexpr uint32_t OFF_P = OFF_V + STAGES * C.v_stage_bytes();
+  static constexpr uint32_t OFF_STATS = OFF_P + C.p_bytes();
+  static constexpr uint32_t SMEM = C.smem_bytes();
+
+  // What one request segment needs to know.
+  struct Seg {
+    int b, n, plen, len;  // request, draft tokens, prefix length, prefix + draft
+    int64_t qo0, kv0;     // first q row, first kv_indices entry
+    int k_begin, k_end;   // key steps of this segment
+    int rows;             // group * n
+  };
+
+  // Raw index values of the rows this thread copies in a future step, loaded one step early so that
+  // the dependent address arithmetic does not stall the issue of the copies.
+  struct RowIdx {
+    int64_t raw[KCopy::PASSES];
+  };
+
+  __device__ static void fetch_rows(const VerifyParams& p, const Seg& s, int step, RowIdx& ri) {
+    const int r0 = threadIdx.x / KCopy::TPR;
+#pragma unroll
+    for (int pass = 0; pass < KCopy::PASSES; ++pass) {
+      const int pos = step * BN + r0 + pass * KCopy::RP;
+      int64_t raw = 0;
+      if (pos < s.plen) {
+        if (p.paged) raw = p.page_table[int64_t(s.b) * p.page_table_stride + pos / p.page_size];
+        else raw = load_index(p.kv_indices, s.kv0 + pos, p.kv_indices_i64);
+      }
+      ri.raw[pass] = raw;
+    }
+  }
+
+  __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, int hk,
+                                    uint8_t* smem, int stage) {
+    const int r0 = threadIdx.x / KCopy::TPR, c0 = threadIdx.x % KCopy::TPR;
+    const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
+    const uint32_t v_base = smem_addr(smem + OFF_V + stage * C.v_stage_bytes());
+#pragma unroll
+    for (int pass = 0; pass < KCopy::PASSES; ++pass) {
+      const int row = r0 + pass * KCopy::RP;
+      const int pos = step * BN + row;
+      const T* ksrc = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
+      const T* vsrc = static_cast<const T*>(p.v_pool);
+      int bytes = 0;
+      if (pos < s.plen) {
+        const int64_t slot = p.paged ? ri.raw[pass] * p.page_size + pos % p.page_size : ri.raw[pass];
+        ksrc = static_cast<const T*>(p.k_pool) + slot * p.k_pool_stride_slot + hk * p.k_pool_stride_head;
+        vsrc = static_cast<const T*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
+        bytes = 16;
+      } else if (pos < s.len) {
+        const int64_t tok = s.qo0 + (pos - s.plen);
+        ksrc = static_cast<const T*>(p.k_draft) + tok * p.k_draft_stride_token + hk * p.k_draft_stride_head;
+        vsrc = static_cast<const T*>(p.v_draft) + tok * p.v_draft_stride_token + hk * p.v_draft_stride_head;
+        bytes = 16;
+      }
+#pragma unroll
+      for (int c = 0; c < KCopy::CPT; ++c) {
+        const int chunk = c0 + c * KCopy::TPR;
+        cp_async_16(k_base + swizzle<QCH>(row, chunk), ksrc + chunk * 8, bytes);
+      }
+      if constexpr (!V_IN_K) {
+#pragma unroll
+        for (int c = 0; c < VCopy::CPT; ++c) {
+          const int chunk = c0 + c * VCopy::TPR;
+          cp_async_16(v_base + swizzle<VCH>(row, chunk), vsrc + chunk * 8, bytes);
+        }
+      }
+    }
+  }
+
+  __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, int hk, uint8_t* smem) {
+    const int r0 = threadIdx.x / QCopy::TPR, c0 = threadIdx.x % QCopy::TPR;
+    const uint32_t q_base = smem_addr(smem + OFF_Q);
+#pragma unroll
+    for (int pass = 0; pass < QCopy::PASSES; ++pass) {
+      const int row = r0 + pass * QCopy::RP;
+      const int r = m_tile * BM + row;
+      const T* src = static_cast<const T*>(p.q);
+      int bytes = 0;
+      if (r < s.rows) {
+        const int i = r / p.group, j = r - i * p.group;
+        src += (s.qo0 + i) * p.q_stride_token + int64_t(hk * p.group + j) * p.q_stride_head;
+        bytes = 16;
+      }
+#pragma unroll
+      for (int c = 0; c < QCopy::CPT; ++c) {
+        const int chunk = c0 + c * QCopy::TPR;
+        cp_async_16(q_base + swizzle<QCH>(row, chunk), src + chunk * 8, bytes);
+      }
+    }
+  }
+
+  // Is draft j visible to draft i of the segment's request? (i, j < n)
+  __device__ static bool tree_visible(const VerifyParams& p, const Seg& s, int i, int j) {
+    if (p.mask_kind == FV_MASK_CAUSAL) return j <= i;
+    // user bits are indexed by the global q row; converted bits by (request, draft)
+    const int64_t row = p.mask_kind == FV_MASK_BITS ? s.qo0 + i : int64_t(s.b) * p.max_draft + i;
+    const uint32_t word = __ldg(p.mask_bits + row * p.mask_bits_stride + (j >> 5));
+    return (word >> (j & 31)) & 1u;
+  }
+
+  __device__ static void run_segment(const VerifyParams& p, const Seg& s, int m_tile, int hk, int split,
+                                     int num_splits, int slot0, uint8_t* smem) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t4 = lane % 4;
+    float* red_max = reinterpret_cast<float*>(smem + OFF_STATS);  // [WN][BM]
+    float* l_part = red_max + WN * BM;                              // [WN][BM]
+    float* alpha_s = l_part + WN * BM;                              // [BM]
+    float* m_fin = alpha_s + BM;                                    // [BM]
+    const uint32_t q_base = smem_addr(smem + OFF_Q);
+    const uint32_t p_base = smem_addr(smem + OFF_P);
+
+    __syncthreads();  // the previous segment is done with every shared buffer
+
+    // ---- prologue: Q tile + the first STAGES-1 key steps, each its own cp.async group
+    load_q(p, s, m_tile, hk, smem);
+    RowIdx ri;
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+      if (s.k_begin + st < s.k_end) {
+        fetch_rows(p, s, s.k_begin + st, ri);
+        issue_rows(p, s, s.k_begin + st, ri, hk, smem, st);
+      }
+      cp_async_commit();
+    }
+    if (s.k_begin + STAGES - 1 < s.k_end) fetch_rows(p, s, s.k_begin + STAGES - 1, ri);
+
+    // ---- S-warp identity and the draft tokens of its two rows (for the tree mask)
+    const int wm = warp / WN, wn = warp % WN;
+    const int srow_a = wm * 16 + g, srow_b = srow_a + 8;
+    const int tok_a = (m_tile * BM + srow_a) / p.group, tok_b = (m_tile * BM + srow_b) / p.group;
+    float m_run_a = -INFINITY, m_run_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+
+    // ---- O-warp identity and its accumulator
+    const int om = warp / WON, on = warp % WON;
+    float o[O_MT][O_NT][4];
+#pragma unroll
+    for (int mt = 0; mt < O_MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < O_NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.f;
+
+    for (int step = s.k_begin; step < s.k_end; ++step) {
+      const int it = step - s.k_begin;
+      const int stage = it % STAGES;
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();  // (W) step's tiles visible to all; every warp finished the previous step's P V
+
+      {  // refill the stage the previous step used
+        const int next = step + STAGES - 1;
+        if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES);
+        cp_async_commit();
+        if (next + 1 < s.k_end) fetch_rows(p, s, next + 1, ri);
+      }
+
+      const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
+      // ---- S = Q K^T for this warp's 16 x SN tile
+      float acc[S_NT][4];
+#pragma unroll
+      for (int nt = 0; nt < S_NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+#pragma unroll 4
+      for (int kk = 0; kk < DQK / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4(a, q_base + swizzle<QCH>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+#pragma unroll
+        for (int np = 0; np < S_NT / 2; ++np) {
+          uint32_t bf[4];
+          const int key = wn * SN + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+          ldmatrix_x4(bf, k_base + swizzle<QCH>(key, 2 * kk + ((lane >> 3) & 1)));
+          mma_16816<T>(acc[2 * np], a, bf[0], bf[1]);
+          mma_16816<T>(acc[2 * np + 1], a, bf[2], bf[3]);
+        }
+        if constexpr (S_NT % 2 == 1) {
+          uint32_t bf[2];
+          const int key = wn * SN + (S_NT - 1) * 8 + (lane & 7);
+          ldmatrix_x2(bf, k_base + swizzle<QCH>(key, 2 * kk + ((lane >> 3) & 1)));
+          mma_16816<T>(acc[S_NT - 1], a, bf[0], bf[1]);
+        }
+      }
+
+      // ---- scale; mask keys past the request and draft keys outside the tree
+      const int key0 = step * BN + wn * SN;
+      const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end
+      float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < S_NT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = acc[nt][e] * p.scale_log2;
+          if (tail) {
+            const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
+            const int tok = e < 2 ? tok_a : tok_b;
+            if (pos >= s.len) v = -INFINITY;
+            else if (pos >= s.plen && (tok >= s.n || !tree_visible(p, s, tok, pos - s.plen))) v = -INFINITY;
+          }
+          acc[nt][e] = v;
+        }
+        mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
+        mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
+      }
+      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+      if (t4 == 0) {
+        red_max[wn * BM + srow_a] = mx_a;
+        red_max[wn * BM + srow_b] = mx_b;
+      }
+      __syncthreads();  // (A) partial row maxima of every S warp are in shared memory
+
+      // ---- online softmax: new running max, P = exp2(S - m) to shared memory, rescale factor
+      {
+        float m_new_a = m_run_a, m_new_b = m_run_b;
+#pragma unroll
+        for (int w = 0; w < WN; ++w) {
+          m_new_a = fmaxf(m_new_a, red_max[w * BM + srow_a]);
+          m_new_b = fmaxf(m_new_b, red_max[w * BM + srow_b]);
+        }
+        // a row that has seen only masked keys keeps m = -inf; exp2(-inf - 0) = 0 keeps its P at 0
+        const float use_a = m_new_a == -INFINITY ? 0.f : m_new_a;
+        const float use_b = m_new_b == -INFINITY ? 0.f : m_new_b;
+        const float alpha_a = m_new_a == -INFINITY ? 1.f : exp2f(m_run_a - m_new_a);
+        const float alpha_b = m_new_b == -INFINITY ? 1.f : exp2f(m_run_b - m_new_b);
+        float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < S_NT; ++nt) {
+          const float p0 = exp2f(acc[nt][0] - use_a), p1 = exp2f(acc[nt][1] - use_a);
+          const float p2 = exp2f(acc[nt][2] - use_b), p3 = exp2f(acc[nt][3] - use_b);
+          sum_a += p0 + p1;
+          sum_b += p2 + p3;
+          const int chunk = (wn * SN + nt * 8) / 8;
+          const uint32_t off_in_chunk = 4 * t4;  // two 16-bit values per thread
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow_a, chunk) + off_in_chunk),
+                       "r"(pack2<T>(p0, p1)));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow_b, chunk) + off_in_chunk),
+                       "r"(pack2<T>(p2, p3)));
+        }
+        l_a = l_a * alpha_a + sum_a;
+        l_b = l_b * alpha_b + sum_b;
+        m_run_a = m_new_a;
+        m_run_b = m_new_b;
+        if (wn == 0 && t4 == 0) {
+          alpha_s[srow_a] = alpha_a;
+          alpha_s[srow_b] = alpha_b;
+        }
+      }
+      __syncthreads();  // (B) P and the rescale factors are in shared memory
+
+      // ---- O = O * alpha + P V for this warp's OM x ON block
+      const uint32_t v_base =
+          V_IN_K ? k_base : smem_addr(smem + OFF_V + stage * C.v_stage_bytes());
+#pragma unroll
+      for (int mt = 0; mt < O_MT; ++mt) {
+        const float al_a = alpha_s[om * OM + mt * 16 + g], al_b = alpha_s[om * OM + mt * 16 + g + 8];
+#pragma unroll
+        for (int nt = 0; nt < O_NT; ++nt) {
+          o[mt][nt][0] *= al_a;
+          o[mt][nt][1] *= al_a;
+          o[mt][nt][2] *= al_b;
+          o[mt][nt][3] *= al_b;
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks) {
+        uint32_t a[O_MT][4];
+#pragma unroll
+        for (int mt = 0; mt < O_MT; ++mt)
+          ldmatrix_x4(a[mt], p_base + swizzle<PCH>(om * OM + mt * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+#pragma unroll
+        for (int np = 0; np < O_NT / 2; ++np) {
+          uint32_t bv[4];
+          const int key = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const int chunk = (on * ON) / 8 + np * 2 + (lane >> 4);
+          ldmatrix_x4_trans(bv, v_base + swizzle<VROW_CHUNKS>(key, chunk));
+#pragma unroll
+          for (int mt = 0; mt < O_MT; ++mt) {
+            mma_16816<T>(o[mt][2 * np], a[mt], bv[0], bv[1]);
+            mma_16816<T>(o[mt][2 * np + 1], a[mt], bv[2], bv[3]);
+          }
+        }
+      }
+    }
+
+    // ---- epilogue: combine the S warps' partial row sums, normalise, write
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    if (t4 == 0) {
+      l_part[wn * BM + srow_a] = l_a;
+      l_part[wn * BM + srow_b] = l_b;
+      if (wn == 0) {
+        m_fin[srow_a] = m_run_a;
+        m_fin[srow_b] = m_run_b;
+      }
+    }
+    __syncthreads();
+
+    const bool final_out = num_splits == 1;
+#pragma unroll
+    for (int mt = 0; mt < O_MT; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = om * OM + mt * 16 + g + 8 * half;
+        const int r = m_tile * BM + row;
+        if (r >= s.rows) continue;
+        float l = 0.f;
+#pragma unroll
+        for (int w = 0; w < WN; ++w) l += l_part[w * BM + row];
+        const float m = m_fin[row];
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int i = r / p.group, j = r - i * p.group;
+        const int h = hk * p.group + j;
+        const int64_t tok = s.qo0 + i;
+        const float lse2 = l > 0.f ? m + log2f(l) : -INFINITY;
+        if (final_out) {
+          const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + on * ON + 2 * t4;
+#pragma unroll
+          for (int nt = 0; nt < O_NT; ++nt) {
+            const float x = o[mt][nt][2 * half] * inv, y = o[mt][nt][2 * half + 1] * inv;
+            if (p.out_fp32) {
+              *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + nt * 8) = make_float2(x, y);
+            } else {
+              *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + nt * 8) = pack2<T>(x, y);
+            }
+          }
+          if (p.lse != nullptr && on == 0 && t4 == 0)
+            p.lse[tok * p.lse_stride_token + h] = l > 0.f ? lse2 * 0.69314718055994531f : -INFINITY;
+        } else {
+          const int64_t prow = (int64_t(slot0 + split) * p.max_draft + i) * p.num_q_heads + h;
+          float* dst = p.part_o + prow * DV + on * ON + 2 * t4;
+#pragma unroll
+          for (int nt = 0; nt < O_NT; ++nt)
+            *reinterpret_cast<float2*>(dst + nt * 8) =
+                make_float2(o[mt][nt][2 * half] * inv, o[mt][nt][2 * half + 1] * inv);
+          if (on == 0 && t4 == 0) p.part_lse[prow] = lse2;
+        }
+      }
+    }
+  }
+
+  __device__ static void run(const VerifyParams& p, uint8_t* smem) {
+    const int m_tile = blockIdx.x, part = blockIdx.y, hk = blockIdx.z;
+    const int32_t* sched = p.sched;
+    const int parts = sched[0];
+    const int64_t total = sched[1];
+    if (part >= parts || total == 0) return;
+    const int32_t* cum = sched + SchedLayout::cum(p.batch);
+    const int32_t* first_part = sched + SchedLayout::first_part(p.batch);
+    const int32_t* num_splits = sched + SchedLayout::num_splits(p.batch);
+    const int32_t* slot_off = sched + SchedLayout::slot_offset(p.batch);
+    for_each_segment(part, parts, total, cum, p.batch, p.overhead, [&](int b, int k_begin, int k_end) {
+      Seg s;
+      s.b = b;
+      s.qo0 = load_index(p.qo_indptr, b, p.qo_i64);
+      s.n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - s.qo0);
+      s.kv0 = load_index(p.kv_indptr, b, p.kv_indptr_i64);
+      s.plen = static_cast<int>(load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - s.kv0);
+      s.len = s.plen + s.n;
+      s.rows = s.n * p.group;
+      s.k_begin = k_begin;
+      s.k_end = k_end;
+      if (m_tile * BM >= s.rows) return;  // this row tile has no queries in request b
+      run_segment(p, s, m_tile, hk, part - first_part[b], num_splits[b], slot_off[b], smem);
+    });
+  }
+};
+
+template <int CFG, class T>
+__global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG].min_blocks_per_sm)
+    verify_kernel(const __grid_constant__ VerifyParams p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+#if defined(__CUDA_ARCH__)
+  if constexpr (kTileConfigs[CFG].large_smem) {
+    // the large-tile configuration exists for sm_90 / sm_100 only (227 KB of shared memory)
+#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200
+    Verify<CFG, T>::run(p, smem);
+#else
+    __trap();
+#endif
+  } else {
+    Verify<CFG, T>::run(p, smem);
+  }
+#endif
+}
+
+}  // namespace fv

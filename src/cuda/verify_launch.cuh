@@ -1,0 +1,26 @@
+// Launcher of one verify-kernel instantiation. Each (configuration, dtype) pair is compiled in its own
+// file under inst/ so the heavy instantiations build in parallel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "verify.cuh"
+
+namespace fv {
+
+template <int CFG, class T>
+cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr TileConfig C = kTileConfigs[CFG];
+  // raising the dynamic shared-memory limit is a host-side attribute, not a stream operation: legal
+  // while a graph is being captured
+  cudaError_t err = cudaFuncSetAttribute(verify_kernel<CFG, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(C.smem_bytes()));
+  if (err != cudaSuccess) return err;
+  verify_kernel<CFG, T><<<grid, C.threads(), C.smem_bytes(), stream>>>(p);
+  return cudaGetLastError();
+}
+
+#define FV_INSTANTIATE_VERIFY(CFG, T) \
+  template cudaError_t launch_verify<CFG, T>(const VerifyParams&, dim3, cudaStream_t);
+
+}  // namespace fv

@@ -1,0 +1,130 @@
+#include "plan.h"
+
+#include <algorithm>
+
+#include "common.h"
+
+namespace fv {
+namespace {
+
+constexpr std::size_t kAlign = 256;
+
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// CTAs of `cfg` that fit on one multiprocessor at once: shared memory, threads (2048 per SM), and
+// registers (a config whose __launch_bounds__ asks for one block a SM may use all 255 registers).
+int estimate_ctas_per_sm(const TileConfig& cfg, const DeviceProps& props) {
+  const int smem_per_sm = props.max_smem_per_sm > 0 ? props.max_smem_per_sm : props.max_smem_per_block;
+  // the driver reserves 1 KB of shared memory per block
+  const int by_smem = static_cast<int>(smem_per_sm / (cfg.smem_bytes() + 1024));
+  const int by_threads = 2048 / cfg.threads();
+  const int regs_per_thread = std::min(255, 65536 / (cfg.threads() * cfg.min_blocks_per_sm));
+  const int by_regs = 65536 / (cfg.threads() * regs_per_thread);
+  return std::max(1, std::min({by_smem, by_threads, std::max(1, by_regs)}));
+}
+
+const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, fv_status* status) {
+  *status = FV_OK;
+  const bool mla = is_mla_dims(p.head_dim_qk, p.head_dim_v);
+  if (mla) {
+    const TileConfig& large = kTileConfigs[kMlaLarge];
+    const TileConfig& small = kTileConfigs[kMlaSmall];
+    // the large config's kernel body is compiled for sm_90 and sm_100 only (tile_config.h)
+    const bool large_fits = props.cc_major >= 9 && props.cc_major < 12 &&
+                            static_cast<std::size_t>(props.max_smem_per_block) >= large.smem_bytes();
+    if (p.profile == FV_PROFILE_LARGE_SMEM) {
+      if (!large_fits) {
+        *status = fail(FV_ERR_UNSUPPORTED,
+                       "problem.profile = FV_PROFILE_LARGE_SMEM needs %zu bytes of shared memory per block on "
+                       "sm_90/sm_100; this GPU (sm_%d%d) allows %d",
+                       large.smem_bytes(), props.cc_major, props.cc_minor, props.max_smem_per_block);
+        return nullptr;
+      }
+      return &large;
+    }
+    if (p.profile == FV_PROFILE_AUTO && large_fits) return &large;
+    if (static_cast<std::size_t>(props.max_smem_per_block) < small.smem_bytes()) {
+      *status = fail(FV_ERR_NO_DEVICE, "the GPU allows %d bytes of shared memory per block; MLA needs %zu",
+                     props.max_smem_per_block, small.smem_bytes());
+      return nullptr;
+    }
+    return &small;
+  }
+  const TileConfig* cfg = nullptr;
+  switch (p.head_dim_qk) {
+    case 64: cfg = &kTileConfigs[kGqa64]; break;
+    case 128: cfg = &kTileConfigs[kGqa128]; break;
+    case 256: cfg = &kTileConfigs[kGqa256]; break;
+    default:
+      *status = fail(FV_ERR_UNSUPPORTED_HEAD_DIM, "no fast kernel for head_dim_qk %d", p.head_dim_qk);
+      return nullptr;
+  }
+  if (static_cast<std::size_t>(props.max_smem_per_block) < cfg->smem_bytes()) {
+    *status = fail(FV_ERR_NO_DEVICE, "the GPU allows %d bytes of shared memory per block; %s needs %zu",
+                   props.max_smem_per_block, cfg->name, cfg->smem_bytes());
+    return nullptr;
+  }
+  return cfg;
+}
+
+}  // namespace
+
+int choose_num_parts(int64_t base, int64_t target) {
+  if (base <= 0 || target <= 0) return 1;
+  // Fill the GPU: as many partitions as make base * parts close to (a multiple of) the resident CTAs.
+  // Fewer partitions mean fewer partial states to write and merge, so take the smallest count whose
+  // last wave is at least 90% full, searching a little above the plain quotient.
+  const int64_t p0 = std::max<int64_t>(1, target / base);
+  auto efficiency = [&](int64_t parts) {
+    const int64_t ctas = base * parts;
+    return double(ctas) / double(ceil_div(ctas, target) * target);
+  };
+  int64_t best = p0;
+  for (int64_t parts = p0; parts <= 2 * p0 + 4; ++parts) {
+    if (efficiency(parts) >= 0.9) return static_cast<int>(std::min<int64_t>(parts, 4096));
+    if (efficiency(parts) > efficiency(best) + 1e-9) best = parts;
+  }
+  return static_cast<int>(std::min<int64_t>(best, 4096));
+}
+
+fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
+  *plan = Plan{};
+  plan->group = p.num_q_heads / p.num_kv_heads;
+  int impl = p.impl;
+  if (impl == FV_IMPL_AUTO) impl = p.device == FV_DEVICE_CPU ? FV_IMPL_ORACLE : FV_IMPL_FAST;
+  plan->impl = impl;
+  if (impl == FV_IMPL_ORACLE || impl == FV_IMPL_NAIVE) return FV_OK;  // no workspace
+
+  fv_status st;
+  const TileConfig* cfg = choose_config(p, props, &st);
+  if (!cfg) return st;
+  plan->cfg = cfg;
+  plan->m_tiles = static_cast<int>(ceil_div(int64_t(plan->group) * p.max_draft, cfg->bm));
+  plan->ctas_per_sm = estimate_ctas_per_sm(*cfg, props);
+  const int64_t base = int64_t(plan->m_tiles) * p.num_kv_heads;
+  plan->num_parts = p.num_kv_splits > 0 ? p.num_kv_splits
+                                        : choose_num_parts(base, int64_t(props.num_sms) * plan->ctas_per_sm);
+  // A request split k ways uses k partial slots; every partition boundary splits at most one request,
+  // so split requests use at most 2 * (parts - 1) slots, and never more than B + parts - 1.
+  const int64_t parts = plan->num_parts;
+  plan->max_slots = parts > 1 ? std::min<int64_t>(2 * (parts - 1), int64_t(p.batch_size) + parts - 1) : 0;
+  if (p.mask_kind == FV_MASK_BYTES || p.mask_kind == FV_MASK_PARENTS)
+    plan->mask_words = static_cast<int>(ceil_div(p.max_draft, 32));
+
+  const int64_t rows = int64_t(p.batch_size) * p.max_draft;  // token rows the batch can hold
+  std::size_t off = 0;
+  plan->off_sched = off;
+  off = align_up(off + sizeof(int32_t) * SchedLayout::words(p.batch_size));
+  plan->off_bits = off;
+  off = align_up(off + sizeof(uint32_t) * std::size_t(rows) * plan->mask_words);
+  plan->off_part_lse = off;
+  off = align_up(off + sizeof(float) * std::size_t(plan->max_slots) * p.max_draft * p.num_q_heads);
+  plan->off_part_o = off;
+  off = align_up(off + sizeof(float) * std::size_t(plan->max_slots) * p.max_draft * p.num_q_heads * p.head_dim_v);
+  plan->total = off;
+  return FV_OK;
+}
+
+}  // namespace fv

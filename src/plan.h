@@ -1,0 +1,53 @@
+// The launch plan of one problem on one device, and the workspace layout that goes with it. One function
+// computes both, so the size fv_workspace_size reports and the offsets fv_run uses cannot drift apart.
+// Plain C++: the CPU tests check it with the properties of an H200 and of an sm_120 card.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flashverify/flashverify.h"
+#include "tile_config.h"
+
+namespace fv {
+
+struct DeviceProps {
+  int num_sms = 0;
+  int max_smem_per_block = 0;  // opt-in maximum (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+  int max_smem_per_sm = 0;
+  int cc_major = 0, cc_minor = 0;
+};
+
+// Layout of the scheduler's output at the head of the workspace (int32 words).
+struct SchedLayout {
+  static constexpr int kHeader = 4;  // [0] effective partitions, [1] total cost, [2..3] unused
+  static constexpr int64_t cum(int /*batch*/) { return kHeader; }  // [B + 1] cost prefix sums
+  static constexpr int64_t first_part(int batch) { return kHeader + int64_t(batch) + 1; }  // [B]
+  static constexpr int64_t num_splits(int batch) { return kHeader + 2 * int64_t(batch) + 1; }  // [B]
+  static constexpr int64_t slot_offset(int batch) { return kHeader + 3 * int64_t(batch) + 1; }  // [B]
+  static constexpr int64_t words(int batch) { return kHeader + 4 * int64_t(batch) + 1; }
+};
+
+struct Plan {
+  int impl = FV_IMPL_ORACLE;     // resolved implementation
+  const TileConfig* cfg = nullptr;  // FAST only
+  int group = 1;                 // Hq / Hkv
+  int m_tiles = 0;               // CTAs along the packed row dimension: ceil(group * max_draft / bm)
+  int num_parts = 0;             // KV partitions (grid.y)
+  int ctas_per_sm = 0;
+  int64_t max_slots = 0;         // partial (o, lse) states the workspace holds
+  int mask_words = 0;            // uint32 words per converted mask row (0: no conversion)
+  // workspace layout, bytes from its start
+  std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;
+};
+
+// Chooses the implementation, the tile configuration and the partition count, and lays out the
+// workspace. `props` is ignored for the CPU device. Returns FV_ERR_NO_DEVICE / FV_ERR_UNSUPPORTED with a
+// message when nothing fits the device.
+fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan);
+
+// The partition count heuristic alone (exposed for tests): `base` CTAs per partition
+// (m_tiles * Hkv) against `target` CTAs resident at once (SMs x CTAs per SM).
+int choose_num_parts(int64_t base, int64_t target);
+
+}  // namespace fv

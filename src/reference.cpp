@@ -1,0 +1,181 @@
+// The float64 oracle: dense, simple loops over every (request, draft token, q head), the whole prefix
+// and the visible draft tokens. It shares no code with the kernels; its inputs were validated.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common.h"
+
+namespace fv {
+namespace {
+
+double load_elem(const void* base, int dtype, int64_t offset) {
+  switch (dtype) {
+    case FV_DTYPE_BF16: {
+      uint16_t bits = static_cast<const uint16_t*>(base)[offset];
+      uint32_t w = uint32_t(bits) << 16;
+      float f;
+      std::memcpy(&f, &w, 4);
+      return f;
+    }
+    case FV_DTYPE_FP16: {
+      uint16_t h = static_cast<const uint16_t*>(base)[offset];
+      const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+      double v;
+      if (exp == 0) v = std::ldexp(double(mant), -24);
+      else if (exp == 31) v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+      else v = std::ldexp(double(mant | 0x400), exp - 25);
+      return sign ? -v : v;
+    }
+    case FV_DTYPE_FP32: return static_cast<const float*>(base)[offset];
+    default: return static_cast<const double*>(base)[offset];
+  }
+}
+
+uint16_t to_bf16_bits(double x) {
+  float f = static_cast<float>(x);
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  if ((w & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+  w += 0x7fffu + ((w >> 16) & 1u);                     // round to nearest even
+  return static_cast<uint16_t>(w >> 16);
+}
+
+uint16_t to_fp16_bits(double x) {
+  // round-to-nearest-even via float -> half bit manipulation
+  float f = static_cast<float>(x);
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  const uint32_t sign = (w >> 16) & 0x8000u;
+  const uint32_t absw = w & 0x7fffffffu;
+  if (absw > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
+  if (absw >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (absw < 0x38800000u) {                                               // subnormal or zero
+    const double a = std::fabs(static_cast<double>(f));
+    const double q = std::nearbyint(a * 16777216.0);                      // units of 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(q));
+  }
+  uint32_t mant = absw & 0x7fffffu;
+  uint32_t exp = (absw >> 23) - 127 + 15;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+void store_elem(void* base, int dtype, int64_t offset, double v) {
+  switch (dtype) {
+    case FV_DTYPE_BF16: static_cast<uint16_t*>(base)[offset] = to_bf16_bits(v); break;
+    case FV_DTYPE_FP16: static_cast<uint16_t*>(base)[offset] = to_fp16_bits(v); break;
+    case FV_DTYPE_FP32: static_cast<float*>(base)[offset] = static_cast<float>(v); break;
+    default: static_cast<double*>(base)[offset] = v; break;
+  }
+}
+
+bool draft_visible(const fv_args& a, int b, int64_t qo0, int64_t plen, int64_t n, int64_t i, int64_t j) {
+  const fv_problem& p = a.problem;
+  switch (p.mask_kind) {
+    case FV_MASK_BYTES: {
+      const int64_t base = index_at(a.mask_indptr, b);
+      return a.custom_mask[base + i * (plen + n) + plen + j] != 0;
+    }
+    case FV_MASK_BITS: {
+      const uint32_t word = a.mask_bits[(qo0 + i) * a.mask_bits_stride + j / 32];
+      return (word >> (j % 32)) & 1u;
+    }
+    case FV_MASK_PARENTS: {
+      for (int64_t x = i; x >= 0; x = a.parents[qo0 + x])
+        if (x == j) return true;
+      return false;
+    }
+    default: return j <= i;  // FV_MASK_CAUSAL
+  }
+}
+
+}  // namespace
+
+fv_status run_reference(const fv_args& a) {
+  const fv_problem& p = a.problem;
+  const int B = p.batch_size, hq = p.num_q_heads, group = p.num_q_heads / p.num_kv_heads;
+  const int dqk = p.head_dim_qk, dv = p.head_dim_v, dt = p.dtype, odt = out_dtype_of(p);
+
+  // one task per (request, draft token): rows of all requests flattened
+  std::vector<std::pair<int, int64_t>> tasks;
+  for (int b = 0; b < B; ++b) {
+    const int64_t n = index_at(a.qo_indptr, b + 1) - index_at(a.qo_indptr, b);
+    for (int64_t i = 0; i < n; ++i) tasks.emplace_back(b, i);
+  }
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < static_cast<int64_t>(tasks.size()); ++task) {
+    const int b = tasks[task].first;
+    const int64_t i = tasks[task].second;
+    const int64_t qo0 = index_at(a.qo_indptr, b), n = index_at(a.qo_indptr, b + 1) - qo0;
+    const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;
+    const int64_t t = qo0 + i;
+
+    // the keys this token sees: every prefix slot, then the visible drafts (as negative -1 - j)
+    std::vector<int64_t> keys;
+    keys.reserve(plen + n);
+    for (int64_t k = 0; k < plen; ++k) {
+      if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {
+        keys.push_back(index_at(a.kv_indices, kv0 + k));
+      } else {
+        const int64_t page = a.page_table[int64_t(b) * a.page_table_stride + k / p.page_size];
+        keys.push_back(page * p.page_size + k % p.page_size);
+      }
+    }
+    for (int64_t j = 0; j < n; ++j)
+      if (draft_visible(a, b, qo0, plen, n, i, j)) keys.push_back(-1 - j);
+
+    std::vector<double> q(dqk), scores(keys.size()), acc(dv);
+    for (int h = 0; h < hq; ++h) {
+      const int hk = h / group;
+      for (int d = 0; d < dqk; ++d) q[d] = load_elem(a.q, dt, t * a.q_stride_token + h * a.q_stride_head + d);
+      double max_score = -std::numeric_limits<double>::infinity();
+      for (size_t k = 0; k < keys.size(); ++k) {
+        const void* kbase;
+        int64_t off;
+        if (keys[k] >= 0) {
+          kbase = a.k_pool;
+          off = keys[k] * a.k_pool_stride_slot + hk * a.k_pool_stride_head;
+        } else {
+          kbase = a.k_draft;
+          off = (qo0 + (-1 - keys[k])) * a.k_draft_stride_token + hk * a.k_draft_stride_head;
+        }
+        double s = 0;
+        for (int d = 0; d < dqk; ++d) s += q[d] * load_elem(kbase, dt, off + d);
+        scores[k] = s * static_cast<double>(a.sm_scale);
+        if (scores[k] > max_score) max_score = scores[k];
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      double denom = 0;
+      for (size_t k = 0; k < keys.size(); ++k) {
+        const double w = std::exp(scores[k] - max_score);
+        denom += w;
+        const void* vbase;
+        int64_t off;
+        if (keys[k] >= 0) {
+          vbase = a.v_pool;
+          off = keys[k] * a.v_pool_stride_slot + hk * a.v_pool_stride_head;
+        } else {
+          vbase = a.v_draft;
+          off = (qo0 + (-1 - keys[k])) * a.v_draft_stride_token + hk * a.v_draft_stride_head;
+        }
+        for (int d = 0; d < dv; ++d) acc[d] += w * load_elem(vbase, dt, off + d);
+      }
+      // a row that sees no key at all (possible only with a user mask that hides the token itself
+      // and an empty prefix) is defined as zeros with lse = -inf
+      const int64_t obase = t * a.out_stride_token + h * a.out_stride_head;
+      for (int d = 0; d < dv; ++d) store_elem(a.out, odt, obase + d, keys.empty() ? 0.0 : acc[d] / denom);
+      if (a.lse != nullptr) {
+        a.lse[t * a.lse_stride_token + h] =
+            keys.empty() ? -std::numeric_limits<float>::infinity() : static_cast<float>(max_score + std::log(denom));
+      }
+    }
+  }
+  return FV_OK;
+}
+
+}  // namespace fv

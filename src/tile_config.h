@@ -1,0 +1,66 @@
+// The closed list of tile configurations of the split-KV kernel. Plain C++ (constexpr) so that the host
+// planner, the CPU tests and the CUDA kernels read the same numbers: shared-memory bytes, threads, and
+// the work-partitioning constants.
+#pragma once
+
+#include <cstddef>
+
+namespace fv {
+
+struct TileConfig {
+  int id;
+  const char* name;
+  int bm;      // query rows per CTA: (q heads of one KV head) x (draft tokens), packed token-major
+  int bn;      // keys per pipeline step
+  int dqk, dv;
+  int wm, wn;  // S = Q K^T warp grid: each warp owns 16 rows x (bn / wn) keys
+  int wom, won;// O += P V warp grid: each warp owns (bm / wom) rows x (dv / won) columns
+  int stages;  // cp.async pipeline depth for K (and V)
+  bool v_in_k; // MLA: V is the first dv columns of the K row, so the K tile serves both
+  int min_blocks_per_sm;  // __launch_bounds__ minimum; also caps the CTAs the planner assumes
+  bool large_smem;        // needs more than sm_120's 99 KB per block (sm_90 / sm_100 only)
+  // Work partitioning, in units of one bn-key step. `overhead` is what a request costs on top of its
+  // key steps (loading its Q tile, writing a partial state, the combine's read): it spreads requests
+  // fairly over partitions. `min_part_cost` keeps partitions from becoming so short that writing and
+  // merging their partial state costs more than the keys they read.
+  int overhead;
+  int min_part_cost;
+
+  constexpr int threads() const { return wm * wn * 32; }
+  constexpr std::size_t q_bytes() const { return std::size_t(bm) * dqk * 2; }
+  constexpr std::size_t k_stage_bytes() const { return std::size_t(bn) * dqk * 2; }
+  constexpr std::size_t v_stage_bytes() const { return v_in_k ? 0 : std::size_t(bn) * dv * 2; }
+  constexpr std::size_t p_bytes() const { return std::size_t(bm) * bn * 2; }
+  // row statistics: partial max and partial sum per S-warp column, alpha and final max per row
+  constexpr std::size_t stat_bytes() const { return std::size_t(2 * wn + 2) * bm * 4; }
+  constexpr std::size_t smem_bytes() const {
+    return q_bytes() + std::size_t(stages) * (k_stage_bytes() + v_stage_bytes()) + p_bytes() + stat_bytes();
+  }
+};
+
+enum ConfigId { kMlaLarge = 0, kMlaSmall = 1, kGqa64 = 2, kGqa128 = 3, kGqa256 = 4, kNumConfigs = 5 };
+
+// Why these shapes (bench/NOTES.md has the arithmetic):
+// - MLA large (sm_90): 64 rows x 576 of Q (72 KB) stay resident; 64-key K tiles (72 KB) double-buffered;
+//   V is read from the K tile. 8 warps: S in 16x32 warp tiles, O (64 x 512 fp32 = 128 KB) split by
+//   columns, 64 per warp = 128 accumulator registers a thread. 230 KB of shared memory.
+// - MLA small (fits sm_120's 99 KB): 32 rows (36 KB of Q), 16-key K steps, 3 stages; 4 warps each
+//   owning 128 O columns.
+// - GQA: 64 rows, 4 x 2 warps for S, O split 4 (rows) x 2 (columns); K and V tiles separate.
+constexpr TileConfig kTileConfigs[kNumConfigs] = {
+    {kMlaLarge, "mla576_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
+    {kMlaSmall, "mla576_bm32_bn16_s3", 32, 16, 576, 512, 2, 2, 1, 4, 3, true, 1, false, 2, 6},
+    {kGqa64, "gqa64_bm64_bn64_s3", 64, 64, 64, 64, 4, 2, 4, 2, 3, false, 2, false, 2, 4},
+    {kGqa128, "gqa128_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, false, 2, 4},
+    {kGqa256, "gqa256_bm64_bn16_s3", 64, 16, 256, 256, 4, 2, 4, 2, 3, false, 2, false, 2, 8},
+};
+
+constexpr std::size_t kSmallSmemLimit = 101376;  // 99 KB: sm_86, sm_89, sm_120 per-block opt-in maximum
+
+static_assert(kTileConfigs[kMlaLarge].smem_bytes() <= 232448, "MLA large config exceeds sm_90's 227 KB");
+static_assert(kTileConfigs[kMlaSmall].smem_bytes() <= kSmallSmemLimit, "MLA small config must fit sm_120");
+static_assert(kTileConfigs[kGqa64].smem_bytes() <= kSmallSmemLimit, "GQA d64 config must fit sm_120");
+static_assert(kTileConfigs[kGqa128].smem_bytes() <= kSmallSmemLimit, "GQA d128 config must fit sm_120");
+static_assert(kTileConfigs[kGqa256].smem_bytes() <= kSmallSmemLimit, "GQA d256 config must fit sm_120");
+
+}  // namespace fv

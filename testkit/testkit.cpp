@@ -1,0 +1,651 @@
+#include "testkit.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+namespace fvt {
+namespace {
+
+constexpr uint16_t kNanBits = 0xFFFF;  // NaN in bf16 and fp16
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [-scale, scale], as 16-bit bits of `dtype`; reproducible from (seed, stream, index).
+void fill_random(std::vector<uint16_t>& v, int dtype, float scale, uint64_t seed, uint64_t stream) {
+  const uint64_t key = splitmix(seed ^ splitmix(stream));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint64_t r = splitmix(key + i);
+    const float u = static_cast<float>((r >> 40) * (1.0 / 16777216.0));  // [0, 1)
+    v[i] = float_to_bits((2.f * u - 1.f) * scale, dtype);
+  }
+}
+
+bool visible(const std::vector<int>& parents, int i, int j) {
+  for (int x = i; x >= 0; x = parents[x])
+    if (x == j) return true;
+  return false;
+}
+
+std::vector<int> make_tree(Tree tree, int n, std::mt19937_64& rng) {
+  std::vector<int> par(n, -1);
+  for (int i = 1; i < n; ++i) {
+    switch (tree) {
+      case Tree::Chain: par[i] = i - 1; break;
+      case Tree::Star: par[i] = 0; break;
+      default:
+        // mostly one tree; some extra roots, like DDTree's padding rows that see only themselves
+        par[i] = (rng() % 10 == 0) ? -1 : static_cast<int>(rng() % i);
+        break;
+    }
+  }
+  if (tree == Tree::RandomPerm && n > 1) {
+    std::vector<int> perm(n);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<int> out(n, -1);
+    for (int i = 0; i < n; ++i) out[perm[i]] = par[i] < 0 ? -1 : perm[par[i]];
+    par = out;
+  }
+  return par;
+}
+
+template <class T>
+std::vector<T> narrow(const std::vector<int64_t>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// Places every request's prefix in the pool (token slots or pages, shuffled or in order) and returns
+// which slots are referenced. Slot 0 is the dummy slot that padded requests (prefix -1) read.
+std::vector<char> assign_slots(HostProblem& hp, const std::vector<int64_t>& plen, std::mt19937_64& rng) {
+  const CaseSpec& s = hp.spec;
+  const int B = s.batch();
+  std::vector<char> used;
+  hp.kv_indices.clear();
+  hp.page_table.clear();
+  if (s.addressing == FV_KV_TOKEN_SLOTS) {
+    int64_t total = 0;
+    for (int b = 0; b < B; ++b) total += s.prefix[b] < 0 ? 0 : plen[b];
+    hp.num_slots = 1 + total + total / 8 + 7;
+    std::vector<int64_t> slots(hp.num_slots - 1);
+    std::iota(slots.begin(), slots.end(), 1);
+    if (s.shuffle_slots) std::shuffle(slots.begin(), slots.end(), rng);
+    hp.kv_indices.reserve(total + B);
+    int64_t next = 0;
+    for (int b = 0; b < B; ++b) {
+      if (s.prefix[b] < 0) {
+        hp.kv_indices.push_back(0);
+        continue;
+      }
+      for (int64_t k = 0; k < plen[b]; ++k) hp.kv_indices.push_back(slots[next++]);
+    }
+    // SGLang over-allocates kv_indices; the tail must never be read
+    for (int e = 0; e < 5; ++e) hp.kv_indices.push_back(std::numeric_limits<int32_t>::max());
+    used.assign(hp.num_slots, 0);
+    used[0] = 1;
+    for (int64_t k = 0; k < hp.kv_indptr[B]; ++k) used[hp.kv_indices[k]] = 1;
+  } else {
+    const int ps = s.page_size;
+    int64_t pages = 0, max_pages = 1;
+    for (int b = 0; b < B; ++b) {
+      const int64_t np = s.prefix[b] < 0 ? 0 : (plen[b] + ps - 1) / ps;
+      pages += np;
+      max_pages = std::max(max_pages, (plen[b] + ps - 1) / ps);
+    }
+    const int64_t num_pages = 1 + pages + pages / 8 + 3;
+    hp.num_slots = num_pages * ps;
+    std::vector<int32_t> ids(num_pages - 1);
+    std::iota(ids.begin(), ids.end(), 1);
+    if (s.shuffle_slots) std::shuffle(ids.begin(), ids.end(), rng);
+    hp.page_table_stride = max_pages + 1;
+    hp.page_table.assign(B * hp.page_table_stride, -7);  // entries past a prefix must never be read
+    used.assign(hp.num_slots, 0);
+    used[0] = 1;
+    int64_t next = 0;
+    for (int b = 0; b < B; ++b) {
+      if (s.prefix[b] < 0) {
+        hp.page_table[b * hp.page_table_stride] = 0;
+        continue;
+      }
+      for (int64_t pg = 0; pg * ps < plen[b]; ++pg) {
+        const int32_t id = ids[next++];
+        hp.page_table[b * hp.page_table_stride + pg] = id;
+        for (int64_t o = 0; o < ps && pg * ps + o < plen[b]; ++o) used[int64_t(id) * ps + o] = 1;
+      }
+    }
+  }
+  return used;
+}
+
+}  // namespace
+
+const char* tree_name(Tree t) {
+  switch (t) {
+    case Tree::Chain: return "chain";
+    case Tree::Star: return "star";
+    case Tree::Random: return "random";
+    case Tree::RandomPerm: return "random-perm";
+  }
+  return "?";
+}
+
+std::string CaseSpec::describe() const {
+  std::ostringstream os;
+  int64_t maxp = 0;
+  for (int p : prefix) maxp = std::max<int64_t>(maxp, p);
+  os << (mla() ? "mla" : "gqa") << dqk << " " << (dtype == FV_DTYPE_BF16 ? "bf16" : "fp16") << " hq" << hq << "/hkv"
+     << hkv << " B" << batch() << " N<=" << max_draft << " P<=" << maxp << " " << tree_name(tree) << " mask"
+     << mask_kind << (addressing == FV_KV_PAGE_TABLE ? " page" + std::to_string(page_size) : std::string(" slots"))
+     << (indices_i64 ? " i64" : " i32") << (qo_i64 ? " qo64" : "") << (num_kv_splits ? " splits" + std::to_string(num_kv_splits) : "")
+     << (profile == FV_PROFILE_SMALL_SMEM ? " small-smem" : "") << (row_pad ? " padded-rows" : "");
+  return os.str();
+}
+
+uint16_t float_to_bits(float x, int dtype) {
+  uint32_t w;
+  std::memcpy(&w, &x, 4);
+  if (dtype == FV_DTYPE_BF16) {
+    if ((w & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    w += 0x7fffu + ((w >> 16) & 1u);
+    return static_cast<uint16_t>(w >> 16);
+  }
+  // fp16, round to nearest even (inputs here are in range)
+  const uint32_t sign = (w >> 16) & 0x8000u, absw = w & 0x7fffffffu;
+  if (absw > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
+  if (absw >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (absw < 0x38800000u) {
+    const float a = std::fabs(x);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t h = (((absw >> 23) - 112) << 10) | ((absw & 0x7fffffu) >> 13);
+  const uint32_t rest = absw & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+float bits_to_float(uint16_t b, int dtype) {
+  if (dtype == FV_DTYPE_BF16) {
+    uint32_t w = uint32_t(b) << 16;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+  }
+  const int sign = b >> 15, exp = (b >> 10) & 0x1f, mant = b & 0x3ff;
+  float v;
+  if (exp == 0) v = std::ldexp(float(mant), -24);
+  else if (exp == 31) v = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else v = std::ldexp(float(mant | 0x400), exp - 25);
+  return sign ? -v : v;
+}
+
+uint64_t session_seed() {
+  if (const char* s = std::getenv("FV_SEED")) return std::strtoull(s, nullptr, 10);
+  static const uint64_t seed =
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) % 1000000007ull;
+  return seed;
+}
+
+HostProblem make_problem(const CaseSpec& spec_in) {
+  HostProblem hp;
+  hp.spec = spec_in;
+  CaseSpec& s = hp.spec;
+  if (s.mask_kind == FV_MASK_CAUSAL) s.tree = Tree::Chain;  // a chain is what the causal mask describes
+  if (s.sm_scale == 0.f) s.sm_scale = s.mla() ? 0.07216878f : 1.f / std::sqrt(static_cast<float>(s.dqk));
+  const int B = s.batch();
+  std::mt19937_64 rng(splitmix(s.seed * 7919 + 13));
+
+  // lengths
+  hp.qo_indptr.assign(B + 1, 0);
+  hp.kv_indptr.assign(B + 1, 0);
+  std::vector<int64_t> plen(B);
+  for (int b = 0; b < B; ++b) {
+    plen[b] = s.prefix[b] < 0 ? 1 : s.prefix[b];
+    hp.qo_indptr[b + 1] = hp.qo_indptr[b] + s.draft[b];
+    hp.kv_indptr[b + 1] = hp.kv_indptr[b] + plen[b];
+  }
+  hp.total_q = hp.qo_indptr[B];
+  const int64_t T = hp.total_q;
+
+  // queries (padding elements poisoned) and the draft tokens' own K/V
+  hp.q_stride_token = int64_t(s.hq) * s.dqk + s.row_pad;
+  hp.out_stride_token = int64_t(s.hq) * s.dv + s.row_pad;
+  hp.q.resize(T * hp.q_stride_token);
+  fill_random(hp.q, s.dtype, s.value_scale, s.seed, 1);
+  if (s.row_pad)
+    for (int64_t t = 0; t < T; ++t)
+      for (int e = 0; e < s.row_pad; ++e) hp.q[t * hp.q_stride_token + int64_t(s.hq) * s.dqk + e] = kNanBits;
+  hp.k_draft.resize(T * s.hkv * s.dqk);
+  fill_random(hp.k_draft, s.dtype, s.value_scale, s.seed, 2);
+  if (!s.mla()) {
+    hp.v_draft.resize(T * s.hkv * s.dv);
+    fill_random(hp.v_draft, s.dtype, s.value_scale, s.seed, 3);
+  }
+
+  // the pool: shuffled slots, slot 0 the dummy that padded requests read, unused rows poisoned
+  const std::vector<char> used = assign_slots(hp, plen, rng);
+  const int64_t krow = int64_t(s.hkv) * s.dqk, vrow = int64_t(s.hkv) * s.dv;
+  hp.k_pool.resize(hp.num_slots * krow);
+  fill_random(hp.k_pool, s.dtype, s.value_scale, s.seed, 4);
+  if (!s.mla()) {
+    hp.v_pool.resize(hp.num_slots * vrow);
+    fill_random(hp.v_pool, s.dtype, s.value_scale, s.seed, 5);
+  }
+  for (int64_t slot = 0; slot < hp.num_slots; ++slot) {
+    if (used[slot]) continue;
+    std::fill_n(hp.k_pool.begin() + slot * krow, krow, kNanBits);
+    if (!s.mla()) std::fill_n(hp.v_pool.begin() + slot * vrow, vrow, kNanBits);
+  }
+
+  // trees and the three mask forms
+  const int words = (s.max_draft + 31) / 32;
+  hp.mask_bits_stride = words + 1;  // a stride wider than the minimum
+  hp.mask_bits.resize(T * hp.mask_bits_stride);
+  for (auto& w : hp.mask_bits) w = static_cast<uint32_t>(rng());  // bits past N_b are garbage on purpose
+  hp.parents.resize(T);
+  hp.mask_indptr.assign(B + 1, 0);
+  for (int b = 0; b < B; ++b) {
+    const int n = s.draft[b];
+    hp.parents_local.push_back(make_tree(s.tree, n, rng));
+    const auto& par = hp.parents_local.back();
+    const int64_t qo0 = hp.qo_indptr[b], width = plen[b] + n;
+    hp.mask_indptr[b + 1] = hp.mask_indptr[b] + n * width;
+    // prefix columns are left 0: SGLang fills them with 1s but never reads them, and neither may we
+    hp.custom_mask.resize(hp.mask_indptr[b + 1], 0);
+    for (int i = 0; i < n; ++i) {
+      hp.parents[qo0 + i] = par[i];
+      uint32_t* row = hp.mask_bits.data() + (qo0 + i) * hp.mask_bits_stride;
+      for (int w = 0; w < (n + 31) / 32; ++w) row[w] &= (n - 32 * w >= 32) ? 0u : ~((1u << (n - 32 * w)) - 1u);
+      for (int j = 0; j < n; ++j) {
+        const bool v = visible(par, i, j);
+        hp.custom_mask[hp.mask_indptr[b] + i * width + plen[b] + j] = v;
+        if (v) row[j / 32] |= 1u << (j % 32);
+      }
+    }
+  }
+
+  // cost model
+  for (int b = 0; b < B; ++b) {
+    hp.flops += 2.0 * s.draft[b] * s.hq * double(plen[b] + s.draft[b]) * (s.dqk + s.dv);
+    hp.kv_bytes += double(plen[b]) * s.hkv * (s.mla() ? s.dqk : s.dqk + s.dv) * 2.0;
+  }
+  return hp;
+}
+
+int64_t prefix_slot(const HostProblem& hp, int b, int64_t k) {
+  if (hp.spec.addressing == FV_KV_TOKEN_SLOTS) return hp.kv_indices[hp.kv_indptr[b] + k];
+  const int ps = hp.spec.page_size;
+  return int64_t(hp.page_table[b * hp.page_table_stride + k / ps]) * ps + k % ps;
+}
+
+HostProblem relayout(const HostProblem& src, int addressing, int page_size, bool shuffle, uint64_t seed) {
+  HostProblem dst = src;
+  CaseSpec& s = dst.spec;
+  s.addressing = addressing;
+  s.page_size = page_size;
+  s.shuffle_slots = shuffle;
+  const int B = s.batch();
+  std::vector<int64_t> plen(B);
+  for (int b = 0; b < B; ++b) plen[b] = src.kv_indptr[b + 1] - src.kv_indptr[b];
+  std::mt19937_64 rng(splitmix(seed));
+  assign_slots(dst, plen, rng);
+  const int64_t krow = int64_t(s.hkv) * s.dqk, vrow = int64_t(s.hkv) * s.dv;
+  dst.k_pool.assign(dst.num_slots * krow, kNanBits);
+  if (!s.mla()) dst.v_pool.assign(dst.num_slots * vrow, kNanBits);
+  auto copy_row = [&](int64_t from, int64_t to) {
+    std::copy_n(src.k_pool.begin() + from * krow, krow, dst.k_pool.begin() + to * krow);
+    if (!s.mla()) std::copy_n(src.v_pool.begin() + from * vrow, vrow, dst.v_pool.begin() + to * vrow);
+  };
+  copy_row(0, 0);
+  for (int b = 0; b < B; ++b)
+    for (int64_t k = 0; k < plen[b]; ++k) copy_row(prefix_slot(src, b, k), prefix_slot(dst, b, k));
+  return dst;
+}
+
+Pointers host_pointers(const HostProblem& hp, IndexStore& st, void* out, float* lse) {
+  const CaseSpec& s = hp.spec;
+  Pointers p{};
+  p.q = hp.q.data();
+  p.out = out;
+  p.lse = lse;
+  p.k_draft = hp.k_draft.data();
+  p.v_draft = s.mla() ? hp.k_draft.data() : hp.v_draft.data();
+  p.k_pool = hp.k_pool.data();
+  p.v_pool = s.mla() ? hp.k_pool.data() : hp.v_pool.data();
+  st.qo32 = narrow<int32_t>(hp.qo_indptr);
+  st.qo64 = hp.qo_indptr;
+  st.kv32 = narrow<int32_t>(hp.kv_indptr);
+  st.idx32 = narrow<int32_t>(hp.kv_indices);
+  st.idx64 = hp.kv_indices;
+  st.m64 = hp.mask_indptr;
+  p.qo_indptr = s.qo_i64 ? static_cast<const void*>(st.qo64.data()) : st.qo32.data();
+  p.kv_indptr = st.kv32.data();
+  p.kv_indices = s.indices_i64 ? static_cast<const void*>(st.idx64.data()) : st.idx32.data();
+  p.mask_indptr = st.m64.data();
+  p.page_table = hp.page_table.empty() ? nullptr : hp.page_table.data();
+  p.custom_mask = hp.custom_mask.empty() ? nullptr : hp.custom_mask.data();
+  p.mask_bits = hp.mask_bits.data();
+  p.parents = hp.parents.data();
+  return p;
+}
+
+fv_args make_args(const HostProblem& hp, const Pointers& ptr, int device, int impl, int out_dtype) {
+  const CaseSpec& s = hp.spec;
+  fv_args a;
+  fv_args_init(&a);
+  fv_problem& pb = a.problem;
+  pb.device = device;
+  pb.impl = impl;
+  pb.dtype = s.dtype;
+  pb.out_dtype = out_dtype;
+  pb.batch_size = s.batch();
+  pb.max_draft = s.max_draft;
+  pb.num_q_heads = s.hq;
+  pb.num_kv_heads = s.hkv;
+  pb.head_dim_qk = s.dqk;
+  pb.head_dim_v = s.dv;
+  pb.mask_kind = s.mask_kind;
+  pb.kv_addressing = s.addressing;
+  pb.page_size = s.page_size;
+  pb.num_kv_splits = s.num_kv_splits;
+  pb.profile = s.profile;
+
+  a.q = ptr.q;
+  a.q_stride_token = hp.q_stride_token;
+  a.q_stride_head = s.dqk;
+  a.out = ptr.out;
+  a.out_stride_token = hp.out_stride_token;
+  a.out_stride_head = s.dv;
+  a.lse = ptr.lse;
+  a.lse_stride_token = s.hq;
+  a.k_draft = ptr.k_draft;
+  a.k_draft_stride_token = int64_t(s.hkv) * s.dqk;
+  a.k_draft_stride_head = s.dqk;
+  a.v_draft = ptr.v_draft;
+  a.v_draft_stride_token = s.mla() ? int64_t(s.hkv) * s.dqk : int64_t(s.hkv) * s.dv;
+  a.v_draft_stride_head = s.mla() ? s.dqk : s.dv;
+  a.k_pool = ptr.k_pool;
+  a.k_pool_stride_slot = int64_t(s.hkv) * s.dqk;
+  a.k_pool_stride_head = s.dqk;
+  a.v_pool = ptr.v_pool;
+  a.v_pool_stride_slot = a.v_draft_stride_token;
+  a.v_pool_stride_head = a.v_draft_stride_head;
+  a.num_slots = hp.num_slots;
+  a.qo_indptr = {ptr.qo_indptr, s.qo_i64 ? FV_INDEX_INT64 : FV_INDEX_INT32, 0};
+  a.kv_indptr = {ptr.kv_indptr, FV_INDEX_INT32, 0};
+  a.kv_indices = {ptr.kv_indices, s.indices_i64 ? FV_INDEX_INT64 : FV_INDEX_INT32, 0};
+  a.page_table = ptr.page_table;
+  a.page_table_stride = hp.page_table_stride;
+  a.custom_mask = ptr.custom_mask;
+  a.mask_indptr = {ptr.mask_indptr, FV_INDEX_INT64, 0};
+  a.mask_bits = ptr.mask_bits;
+  a.mask_bits_stride = hp.mask_bits_stride;
+  a.parents = ptr.parents;
+  a.sm_scale = s.sm_scale;
+  return a;
+}
+
+fv_status run_oracle(const HostProblem& hp, Reference* ref) {
+  const CaseSpec& s = hp.spec;
+  ref->out.assign(hp.total_q * s.hq * s.dv, std::numeric_limits<double>::quiet_NaN());
+  ref->lse.assign(hp.total_q * s.hq, std::numeric_limits<float>::quiet_NaN());
+  IndexStore st;
+  Pointers p = host_pointers(hp, st, ref->out.data(), ref->lse.data());
+  fv_args a = make_args(hp, p, FV_DEVICE_CPU, FV_IMPL_ORACLE, FV_DTYPE_FP64);
+  a.out_stride_token = int64_t(s.hq) * s.dv;
+  a.out_stride_head = s.dv;
+  return fv_run(&a, nullptr, 0, nullptr);
+}
+
+std::string Comparison::where(const HostProblem& hp) const {
+  if (worst < 0) return "-";
+  const int64_t hq = hp.spec.hq, dv = hp.spec.dv;
+  std::ostringstream os;
+  os << "t=" << worst / (hq * dv) << " h=" << (worst / dv) % hq << " d=" << worst % dv;
+  return os.str();
+}
+
+Comparison compare(const HostProblem& hp, const std::vector<float>& got, const std::vector<float>& got_lse,
+                   const Reference& ref) {
+  Comparison c;
+  double num = 0, den = 0;
+  for (size_t e = 0; e < ref.out.size(); ++e) {
+    const double g = got[e], r = ref.out[e];
+    ++c.checked;
+    if (std::isnan(g)) {
+      if (c.nan_count++ == 0) {
+        c.worst = static_cast<int64_t>(e);
+        c.worst_got = g;
+        c.worst_ref = r;
+      }
+      continue;
+    }
+    const double d = std::fabs(g - r);
+    num += d * d;
+    den += r * r;
+    if (d > c.max_abs && c.nan_count == 0) {
+      c.max_abs = d;
+      c.worst = static_cast<int64_t>(e);
+      c.worst_got = g;
+      c.worst_ref = r;
+    }
+  }
+  c.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  if (c.nan_count > 0) c.rel_l2 = std::numeric_limits<double>::infinity();
+  if (hp.spec.want_lse && !got_lse.empty()) {
+    for (size_t e = 0; e < ref.lse.size(); ++e) {
+      const float g = got_lse[e], r = ref.lse[e];
+      if (std::isnan(g) || std::isinf(g) != std::isinf(r)) {
+        ++c.lse_bad;
+        continue;
+      }
+      if (!std::isinf(r)) c.lse_max_abs = std::max(c.lse_max_abs, double(std::fabs(g - r)));
+    }
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// device side
+
+std::string gpu_unavailable_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
+  }
+  if (n == 0) return "no CUDA device";
+  return "";
+}
+
+std::string gpu_name() {
+  cudaDeviceProp prop;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "none";
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+  return buf;
+}
+
+void* DeviceProblem::dev_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) != cudaSuccess) {
+    cudaGetLastError();
+    error_ = "cudaMalloc of " + std::to_string(bytes) + " bytes failed";
+    return nullptr;
+  }
+  allocs_.push_back(p);
+  return p;
+}
+
+void* DeviceProblem::dev_copy(const void* src, size_t bytes) {
+  void* p = dev_alloc(bytes);
+  if (p && bytes && cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    cudaGetLastError();
+    error_ = "cudaMemcpy to the device failed";
+  }
+  return p;
+}
+
+void* DeviceProblem::put(int which, const void* src, size_t bytes) {
+  Buf& b = bufs_[which];
+  if (src == nullptr) return b.ptr;
+  if (b.ptr == nullptr) {
+    b.ptr = dev_copy(src, bytes);
+    b.bytes = bytes;
+    return b.ptr;
+  }
+  if (bytes > b.bytes) {
+    error_ = "upload_inputs: buffer " + std::to_string(which) + " needs " + std::to_string(bytes) + " bytes, has " +
+             std::to_string(b.bytes);
+    return b.ptr;
+  }
+  if (bytes && cudaMemcpy(b.ptr, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    cudaGetLastError();
+    error_ = "cudaMemcpy to the device failed";
+  }
+  return b.ptr;
+}
+
+bool DeviceProblem::upload_inputs(const HostProblem& hp) {
+  const CaseSpec& s = hp.spec;
+  IndexStore st;
+  Pointers h = host_pointers(hp, st, nullptr, nullptr);
+  put(kQ, hp.q.data(), hp.q.size() * 2);
+  put(kKd, hp.k_draft.data(), hp.k_draft.size() * 2);
+  if (!s.mla()) put(kVd, hp.v_draft.data(), hp.v_draft.size() * 2);
+  put(kKp, hp.k_pool.data(), hp.k_pool.size() * 2);
+  if (!s.mla()) put(kVp, hp.v_pool.data(), hp.v_pool.size() * 2);
+  put(kQo, h.qo_indptr, (s.qo_i64 ? 8 : 4) * hp.qo_indptr.size());
+  put(kKv, h.kv_indptr, 4 * hp.kv_indptr.size());
+  put(kIdx, hp.kv_indices.empty() ? nullptr : h.kv_indices, (s.indices_i64 ? 8 : 4) * hp.kv_indices.size());
+  put(kMi, h.mask_indptr, 8 * hp.mask_indptr.size());
+  put(kPt, hp.page_table.empty() ? nullptr : hp.page_table.data(), 4 * hp.page_table.size());
+  put(kMask, hp.custom_mask.empty() ? nullptr : hp.custom_mask.data(), hp.custom_mask.size());
+  put(kBits, hp.mask_bits.data(), 4 * hp.mask_bits.size());
+  put(kPar, hp.parents.data(), 4 * hp.parents.size());
+  return error_.empty();
+}
+
+DeviceProblem::DeviceProblem(const HostProblem& hp, int impl) : hp_(&hp) {
+  const CaseSpec& s = hp.spec;
+  const int od = s.out_dtype == 0 ? s.dtype : s.out_dtype;
+  const int ob = od == FV_DTYPE_FP32 ? 4 : 2;
+  if (!upload_inputs(hp)) return;
+  Pointers d{};
+  d.q = bufs_[kQ].ptr;
+  d.k_draft = bufs_[kKd].ptr;
+  d.v_draft = s.mla() ? d.k_draft : bufs_[kVd].ptr;
+  d.k_pool = bufs_[kKp].ptr;
+  d.v_pool = s.mla() ? d.k_pool : bufs_[kVp].ptr;
+  out_bytes_ = static_cast<size_t>(hp.out_elems()) * ob;
+  d.out = dev_alloc(out_bytes_);
+  d.lse = static_cast<float*>(s.want_lse ? dev_alloc(hp.total_q * s.hq * 4) : nullptr);
+  d.qo_indptr = bufs_[kQo].ptr;
+  d.kv_indptr = bufs_[kKv].ptr;
+  d.kv_indices = bufs_[kIdx].ptr;
+  d.mask_indptr = bufs_[kMi].ptr;
+  d.page_table = static_cast<const int32_t*>(bufs_[kPt].ptr);
+  d.custom_mask = static_cast<const uint8_t*>(bufs_[kMask].ptr);
+  d.mask_bits = static_cast<const uint32_t*>(bufs_[kBits].ptr);
+  d.parents = static_cast<const int32_t*>(bufs_[kPar].ptr);
+  if (!error_.empty()) return;
+  args_ = make_args(hp, d, FV_DEVICE_CUDA, impl, s.out_dtype);
+  const fv_status stt = fv_workspace_size(&args_.problem, &ws_bytes_);
+  if (stt != FV_OK) {
+    error_ = std::string("fv_workspace_size: ") + fv_last_error();
+    return;
+  }
+  ws_ = ws_bytes_ ? dev_alloc(ws_bytes_) : nullptr;
+  poison();
+}
+
+DeviceProblem::~DeviceProblem() {
+  for (void* p : allocs_) cudaFree(p);
+}
+
+void DeviceProblem::poison() {
+  if (!error_.empty()) return;
+  cudaMemset(args_.out, 0xFF, out_bytes_);
+  if (args_.lse) cudaMemset(args_.lse, 0xFF, hp_->total_q * hp_->spec.hq * 4);
+  if (ws_) cudaMemset(ws_, 0xFF, ws_bytes_);
+}
+
+fv_status DeviceProblem::run(void* stream) { return fv_run(&args_, ws_, ws_bytes_, stream); }
+
+bool DeviceProblem::download(std::vector<float>* out, std::vector<float>* lse, std::vector<uint8_t>* raw,
+                             const HostProblem* as) const {
+  const HostProblem* hp = as ? as : hp_;
+  const CaseSpec& s = hp->spec;
+  const int od = s.out_dtype == 0 ? s.dtype : s.out_dtype;
+  std::vector<uint8_t> bytes(out_bytes_);
+  if (cudaMemcpy(bytes.data(), args_.out, out_bytes_, cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+  if (out) {
+    out->assign(hp->total_q * s.hq * s.dv, 0.f);
+    for (int64_t t = 0; t < hp->total_q; ++t)
+      for (int64_t e = 0; e < int64_t(s.hq) * s.dv; ++e) {
+        const int64_t src = t * hp->out_stride_token + e;
+        float v;
+        if (od == FV_DTYPE_FP32) std::memcpy(&v, bytes.data() + 4 * src, 4);
+        else {
+          uint16_t b;
+          std::memcpy(&b, bytes.data() + 2 * src, 2);
+          v = bits_to_float(b, od);
+        }
+        (*out)[t * s.hq * s.dv + e] = v;
+      }
+  }
+  if (lse) {
+    lse->clear();
+    if (args_.lse) {
+      lse->resize(hp->total_q * s.hq);
+      if (cudaMemcpy(lse->data(), args_.lse, lse->size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+    }
+  }
+  if (raw) *raw = std::move(bytes);
+  return true;
+}
+
+GpuRun run_gpu(const HostProblem& hp, int impl, int repeats) {
+  GpuRun r;
+  DeviceProblem dp(hp, impl);
+  if (!dp.ok()) {
+    r.status = FV_ERR_CUDA;
+    r.error = dp.error();
+    return r;
+  }
+  for (int i = 0; i < repeats; ++i) {
+    r.status = dp.run(nullptr);
+    if (r.status != FV_OK) {
+      r.error = fv_last_error();
+      return r;
+    }
+  }
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    r.status = FV_ERR_CUDA;
+    r.error = std::string("kernel execution: ") + cudaGetErrorString(e);
+    return r;
+  }
+  if (!dp.download(&r.out, &r.lse, &r.raw_out)) {
+    r.status = FV_ERR_CUDA;
+    r.error = "download failed";
+  }
+  return r;
+}
+
+}  // namespace fvt

@@ -1,0 +1,181 @@
+// Test and benchmark kit: builds random verify problems on the host (pools with shuffled slots and
+// poisoned unused rows, trees, the three mask forms, page tables), runs the float64 oracle through the
+// ABI, runs a CUDA implementation on poisoned outputs, and compares. Used by the GoogleTest suites and
+// the CLI; not part of the installed library.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashverify/flashverify.h"
+
+namespace fvt {
+
+enum class Tree { Chain, Star, Random, RandomPerm };
+const char* tree_name(Tree t);
+
+struct CaseSpec {
+  std::string name;
+  int dtype = FV_DTYPE_BF16;
+  int out_dtype = 0;  // 0: same as dtype
+  int hq = 16, hkv = 1, dqk = 576, dv = 512;
+  int max_draft = 8;
+  std::vector<int> draft;   // N_b per request
+  std::vector<int> prefix;  // P_b per request (-1: a padded request, prefix 1 at slot 0)
+  Tree tree = Tree::Random;
+  int mask_kind = FV_MASK_BYTES;
+  int addressing = FV_KV_TOKEN_SLOTS;
+  int page_size = 1;
+  bool indices_i64 = true;  // kv_indices int64 (SGLang)
+  bool qo_i64 = false;      // qo_indptr int64 (SGLang under CUDA graphs)
+  bool shuffle_slots = true;
+  int row_pad = 0;          // extra elements per token row of q / out (strided views), multiple of 8
+  int num_kv_splits = 0;
+  int profile = FV_PROFILE_AUTO;
+  bool want_lse = true;
+  float value_scale = 1.0f; // inputs uniform in [-value_scale, value_scale]
+  float sm_scale = 0.f;     // 0: 1/sqrt(dqk) (MLA: 192^-0.5)
+  uint64_t seed = 1;
+
+  int batch() const { return static_cast<int>(draft.size()); }
+  bool mla() const { return dqk == 576; }
+  std::string describe() const;
+};
+
+// Everything one call needs, on the host. Index arrays are kept as int64 and narrowed on demand.
+struct HostProblem {
+  CaseSpec spec;
+  int64_t total_q = 0;                 // T
+  int64_t num_slots = 0;
+  std::vector<uint16_t> q, out_like;   // q [T, Hq, Dqk + pad]
+  std::vector<uint16_t> k_draft, v_draft, k_pool, v_pool;  // MLA: v_* empty (views of k_*)
+  int64_t q_stride_token = 0, out_stride_token = 0;
+  std::vector<int64_t> qo_indptr, kv_indptr, kv_indices, mask_indptr;
+  std::vector<int32_t> page_table;
+  int64_t page_table_stride = 0;
+  std::vector<std::vector<int>> parents_local;  // per request
+  std::vector<int32_t> parents;                 // [T]
+  std::vector<uint8_t> custom_mask;
+  std::vector<uint32_t> mask_bits;
+  int64_t mask_bits_stride = 0;
+  double flops = 0, kv_bytes = 0;  // cost model (DESIGN.md)
+
+  int64_t out_elems() const { return total_q * out_stride_token; }
+};
+
+HostProblem make_problem(const CaseSpec& spec);
+
+// The same logical problem (every token's q, K, V unchanged) with the prefix placed in a new pool:
+// token slots or a page table of `page_size`, shuffled or in order.
+HostProblem relayout(const HostProblem& src, int addressing, int page_size, bool shuffle, uint64_t seed);
+// Pool row of prefix token k of request b.
+int64_t prefix_slot(const HostProblem& hp, int b, int64_t k);
+
+// Index arrays in the dtype the spec asks for (kept alive by the caller).
+struct IndexStore {
+  std::vector<int32_t> qo32, kv32, idx32, m32;
+  std::vector<int64_t> qo64, kv64, idx64, m64;
+};
+
+// fv_args for the problem with the given base pointers (host or device copies of the HostProblem).
+struct Pointers {
+  const void* q;
+  void* out;
+  float* lse;
+  const void *k_draft, *v_draft, *k_pool, *v_pool;
+  const void *qo_indptr, *kv_indptr, *kv_indices, *mask_indptr;
+  const int32_t* page_table;
+  const uint8_t* custom_mask;
+  const uint32_t* mask_bits;
+  const int32_t* parents;
+};
+fv_args make_args(const HostProblem& hp, const Pointers& ptr, int device, int impl, int out_dtype);
+Pointers host_pointers(const HostProblem& hp, IndexStore& store, void* out, float* lse);
+
+// The float64 oracle through the ABI (device = CPU). out: [T, Hq, Dv] row-major (no padding).
+struct Reference {
+  std::vector<double> out;
+  std::vector<float> lse;
+};
+fv_status run_oracle(const HostProblem& hp, Reference* ref);
+
+struct Comparison {
+  double rel_l2 = 0, max_abs = 0;
+  int64_t worst = -1;  // flat index into [T, Hq, Dv]
+  double worst_got = 0, worst_ref = 0;
+  int64_t nan_count = 0, checked = 0;
+  double lse_max_abs = 0;
+  int64_t lse_bad = 0;  // NaN or a -inf disagreement
+  std::string where(const HostProblem& hp) const;  // "t=3 h=5 d=17"
+};
+// got: [T, Hq, Dv] floats (padding removed)
+Comparison compare(const HostProblem& hp, const std::vector<float>& got, const std::vector<float>& got_lse,
+                   const Reference& ref);
+
+// The problem uploaded to the current CUDA device, with an output, LSE and workspace of its own.
+// Outputs and workspace are poisoned (all bits set: NaN in every float format) by poison().
+class DeviceProblem {
+ public:
+  explicit DeviceProblem(const HostProblem& hp, int impl = FV_IMPL_FAST);
+  ~DeviceProblem();
+  DeviceProblem(const DeviceProblem&) = delete;
+  DeviceProblem& operator=(const DeviceProblem&) = delete;
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  const fv_args& args() const { return args_; }
+  void* workspace() const { return ws_; }
+  size_t workspace_bytes() const { return ws_bytes_; }
+  void poison();
+  fv_status run(void* stream = nullptr);  // fv_run with this problem's workspace
+  // Rewrites every input buffer in place (pointers unchanged) with `other`'s contents: same batch size,
+  // heads and dims, and no array larger than this problem's. This is what SGLang does between CUDA-graph
+  // replays. False (with error()) when something does not fit.
+  bool upload_inputs(const HostProblem& other);
+  // Outputs as [T, Hq, Dv] floats; `as` names the problem last uploaded when it is not the original.
+  bool download(std::vector<float>* out, std::vector<float>* lse, std::vector<uint8_t>* raw,
+                const HostProblem* as = nullptr) const;
+
+ private:
+  const HostProblem* hp_;
+  fv_args args_{};
+  std::vector<void*> allocs_;
+  void* ws_ = nullptr;
+  size_t ws_bytes_ = 0;
+  size_t out_bytes_ = 0;
+  std::string error_;
+  void* dev_copy(const void* src, size_t bytes);
+  void* dev_alloc(size_t bytes);
+  struct Buf {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  // q, k_draft, v_draft, k_pool, v_pool, qo, kv, idx, mask_indptr, page table, mask, bits, parents
+  enum { kQ, kKd, kVd, kKp, kVp, kQo, kKv, kIdx, kMi, kPt, kMask, kBits, kPar, kNumBufs };
+  Buf bufs_[kNumBufs];
+  void* put(int which, const void* src, size_t bytes);
+};
+
+// A CUDA run on freshly uploaded inputs with poisoned (NaN) outputs and workspace.
+struct GpuRun {
+  fv_status status = FV_OK;
+  std::string error;
+  std::vector<float> out;  // [T, Hq, Dv]
+  std::vector<float> lse;
+  std::vector<uint8_t> raw_out;  // the output buffer's bytes, for bit-exact comparisons
+};
+GpuRun run_gpu(const HostProblem& hp, int impl, int repeats = 1);
+
+// GPU availability: "" when usable, otherwise the reason.
+std::string gpu_unavailable_reason();
+std::string gpu_name();
+
+// bf16 / fp16 helpers
+uint16_t float_to_bits(float x, int dtype);
+float bits_to_float(uint16_t b, int dtype);
+
+// A reproducible seed: FV_SEED from the environment, else time-based (printed by the callers).
+uint64_t session_seed();
+
+}  // namespace fvt

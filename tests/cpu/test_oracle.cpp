@@ -1,0 +1,296 @@
+// The float64 oracle: a tree worked out by hand, then invariances (slot order, page size, mask form,
+// index width, MLA's V view) and edge cases. Every output is compared element by element.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "testkit.h"
+
+namespace {
+
+using fvt::CaseSpec;
+using fvt::HostProblem;
+
+// ---------------------------------------------------------------------------------------------------
+// One request, prefix of 2 tokens, 3 draft tokens in a star: 0 is the root, 1 and 2 its children.
+// Head dim 64, one head, fp32, sm_scale 1. Only dims 0 and 1 are nonzero:
+//   keys (dim 0):   p0 = 0, p1 = ln 3, d0 = ln 2, d1 = 0, d2 = ln 4
+//   values:         dim 0 = 1, 2, 3, 4, 5 (p0, p1, d0, d1, d2); dim 1 = 1 everywhere
+//   queries:        draft 0 and 1: dim 0 = 1; draft 2: dim 0 = 2
+// draft 0 sees p0 p1 d0     weights 1 3 2      out = (1 + 6 + 6) / 6          = 13/6,  lse = ln 6
+// draft 1 sees p0 p1 d0 d1  weights 1 3 2 1    out = (1 + 6 + 6 + 4) / 7      = 17/7,  lse = ln 7
+// draft 2 sees p0 p1 d0 d2  weights 1 9 4 16   out = (1 + 18 + 12 + 80) / 30  = 111/30, lse = ln 30
+// dim 1 of every output is 1 (the weights are normalised); every other dim is 0.
+struct HandTree {
+  static constexpr int D = 64, N = 3, P = 2;
+  std::vector<float> q = std::vector<float>(N * D, 0.f), kd = std::vector<float>(N * D, 0.f),
+                     vd = std::vector<float>(N * D, 0.f);
+  std::vector<float> pool = std::vector<float>(8 * D, 0.f), vpool = std::vector<float>(8 * D, 0.f);
+  std::vector<int32_t> qo = {0, N}, kv = {0, P}, slots = {5, 2}, parents = {-1, 0, 0};
+  std::vector<int64_t> mask_indptr = {0, N * (P + N)};
+  std::vector<uint8_t> mask = std::vector<uint8_t>(N * (P + N), 0);
+  std::vector<uint32_t> bits = {0b001, 0b011, 0b101};
+  std::vector<int32_t> page_table = {3};  // page size 2: page 3 holds slots 6 and 7
+  std::vector<double> out = std::vector<double>(N * D, std::nan(""));
+  std::vector<float> lse = std::vector<float>(N, std::nanf(""));
+
+  HandTree() {
+    q[0 * D] = 1.f;
+    q[1 * D] = 1.f;
+    q[2 * D] = 2.f;
+    const float pk[P] = {0.f, std::log(3.f)}, dk[N] = {std::log(2.f), 0.f, std::log(4.f)};
+    for (int j = 0; j < N; ++j) {
+      kd[j * D] = dk[j];
+      vd[j * D] = 3.f + j;
+      vd[j * D + 1] = 1.f;
+    }
+    for (int k = 0; k < P; ++k) {
+      pool[slots[k] * D] = pk[k];
+      vpool[slots[k] * D] = 1.f + k;
+      vpool[slots[k] * D + 1] = 1.f;
+      // the same tokens again at page 3 (slots 6, 7) for the page-table run
+      pool[(6 + k) * D] = pk[k];
+      vpool[(6 + k) * D] = 1.f + k;
+      vpool[(6 + k) * D + 1] = 1.f;
+    }
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j) mask[i * (P + N) + P + j] = (bits[i] >> j) & 1u;
+  }
+
+  fv_args args(int mask_kind, int addressing) {
+    fv_args a;
+    fv_args_init(&a);
+    fv_problem& p = a.problem;
+    p.device = FV_DEVICE_CPU;
+    p.dtype = FV_DTYPE_FP32;
+    p.out_dtype = FV_DTYPE_FP64;
+    p.batch_size = 1;
+    p.max_draft = N;
+    p.num_q_heads = p.num_kv_heads = 1;
+    p.head_dim_qk = p.head_dim_v = D;
+    p.mask_kind = mask_kind;
+    p.kv_addressing = addressing;
+    p.page_size = 2;
+    a.q = q.data();
+    a.q_stride_token = a.q_stride_head = D;
+    a.out = out.data();
+    a.out_stride_token = a.out_stride_head = D;
+    a.lse = lse.data();
+    a.lse_stride_token = 1;
+    a.k_draft = kd.data();
+    a.v_draft = vd.data();
+    a.k_draft_stride_token = a.k_draft_stride_head = a.v_draft_stride_token = a.v_draft_stride_head = D;
+    a.k_pool = pool.data();
+    a.v_pool = vpool.data();
+    a.k_pool_stride_slot = a.k_pool_stride_head = a.v_pool_stride_slot = a.v_pool_stride_head = D;
+    a.num_slots = 8;
+    a.qo_indptr = {qo.data(), FV_INDEX_INT32, 0};
+    a.kv_indptr = {kv.data(), FV_INDEX_INT32, 0};
+    a.kv_indices = {slots.data(), FV_INDEX_INT32, 0};
+    a.page_table = page_table.data();
+    a.page_table_stride = 1;
+    a.custom_mask = mask.data();
+    a.mask_indptr = {mask_indptr.data(), FV_INDEX_INT64, 0};
+    a.mask_bits = bits.data();
+    a.mask_bits_stride = 1;
+    a.parents = parents.data();
+    a.sm_scale = 1.f;
+    return a;
+  }
+};
+
+TEST(Oracle, HandCheckedTree) {
+  const double want[3] = {13.0 / 6, 17.0 / 7, 111.0 / 30};
+  const double want_lse[3] = {std::log(6.0), std::log(7.0), std::log(30.0)};
+  struct Form { int mask, addressing; const char* name; };
+  const Form forms[] = {{FV_MASK_BYTES, FV_KV_TOKEN_SLOTS, "bytes"},
+                        {FV_MASK_BITS, FV_KV_TOKEN_SLOTS, "bits"},
+                        {FV_MASK_PARENTS, FV_KV_TOKEN_SLOTS, "parents"},
+                        {FV_MASK_BYTES, FV_KV_PAGE_TABLE, "bytes, page table"}};
+  for (const Form& f : forms) {
+    SCOPED_TRACE(f.name);
+    HandTree h;
+    fv_args a = h.args(f.mask, f.addressing);
+    ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+    for (int i = 0; i < 3; ++i) {
+      // fp32 inputs: ln 3 etc. are rounded to float, so exp() of them is exact to ~1e-7
+      EXPECT_NEAR(h.out[i * HandTree::D], want[i], 1e-6) << "draft " << i;
+      EXPECT_NEAR(h.out[i * HandTree::D + 1], 1.0, 1e-12) << "draft " << i;
+      for (int d = 2; d < HandTree::D; ++d) ASSERT_EQ(h.out[i * HandTree::D + d], 0.0) << "draft " << i << " d " << d;
+      EXPECT_NEAR(h.lse[i], want_lse[i], 1e-6) << "draft " << i;
+    }
+  }
+}
+
+TEST(Oracle, RowThatSeesNothingIsZeroWithMinusInfLse) {
+  HandTree h;
+  h.kv = {0, 0};        // empty prefix
+  h.bits[1] = 0b000;    // draft 1 hides even itself
+  fv_args a = h.args(FV_MASK_BITS, FV_KV_TOKEN_SLOTS);
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  for (int d = 0; d < HandTree::D; ++d) EXPECT_EQ(h.out[1 * HandTree::D + d], 0.0);
+  EXPECT_TRUE(std::isinf(h.lse[1]) && h.lse[1] < 0);
+  EXPECT_NEAR(h.out[0], 3.0, 1e-12);  // draft 0 sees only itself: its own value
+}
+
+TEST(Oracle, ZeroScaleIsUniformAverage) {
+  HandTree h;
+  fv_args a = h.args(FV_MASK_PARENTS, FV_KV_TOKEN_SLOTS);
+  a.sm_scale = 0.f;
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  EXPECT_NEAR(h.out[0], (1 + 2 + 3) / 3.0, 1e-12);
+  EXPECT_NEAR(h.out[HandTree::D], (1 + 2 + 3 + 4) / 4.0, 1e-12);
+  EXPECT_NEAR(h.out[2 * HandTree::D], (1 + 2 + 3 + 5) / 4.0, 1e-12);
+  EXPECT_NEAR(h.lse[2], std::log(4.0), 1e-6);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// invariances on random bf16 problems
+
+CaseSpec random_spec(bool mla, uint64_t seed) {
+  CaseSpec s;
+  if (mla) {
+    s.hq = 4; s.hkv = 1; s.dqk = 576; s.dv = 512;
+  } else {
+    s.hq = 8; s.hkv = 2; s.dqk = 128; s.dv = 128;
+  }
+  s.max_draft = 9;
+  s.draft = {9, 1, 6};
+  s.prefix = {37, 0, -1};  // a normal prefix, an empty one, a padded request (slot 0)
+  s.tree = fvt::Tree::RandomPerm;
+  s.shuffle_slots = false;
+  s.seed = seed;
+  return s;
+}
+
+fvt::Reference oracle(const HostProblem& hp) {
+  fvt::Reference r;
+  const fv_status st = fvt::run_oracle(hp, &r);
+  EXPECT_EQ(st, FV_OK) << fv_last_error();
+  for (double x : r.out) EXPECT_FALSE(std::isnan(x));
+  return r;
+}
+
+void expect_identical(const fvt::Reference& x, const fvt::Reference& y) {
+  ASSERT_EQ(x.out.size(), y.out.size());
+  for (size_t e = 0; e < x.out.size(); ++e) ASSERT_EQ(x.out[e], y.out[e]) << "element " << e;
+  for (size_t e = 0; e < x.lse.size(); ++e) ASSERT_EQ(x.lse[e], y.lse[e]) << "lse " << e;
+}
+
+class OracleInvariance : public ::testing::TestWithParam<bool> {};
+
+TEST_P(OracleInvariance, ShuffledSlotsAndPageSizes) {
+  const HostProblem base = fvt::make_problem(random_spec(GetParam(), 21));
+  const fvt::Reference ref = oracle(base);
+  expect_identical(ref, oracle(fvt::relayout(base, FV_KV_TOKEN_SLOTS, 1, true, 5)));
+  expect_identical(ref, oracle(fvt::relayout(base, FV_KV_PAGE_TABLE, 1, true, 6)));
+  expect_identical(ref, oracle(fvt::relayout(base, FV_KV_PAGE_TABLE, 16, true, 7)));
+  expect_identical(ref, oracle(fvt::relayout(base, FV_KV_PAGE_TABLE, 16, false, 8)));
+}
+
+TEST_P(OracleInvariance, MaskFormsAgree) {
+  HostProblem hp = fvt::make_problem(random_spec(GetParam(), 22));
+  const fvt::Reference bytes = oracle(hp);
+  hp.spec.mask_kind = FV_MASK_BITS;
+  expect_identical(bytes, oracle(hp));
+  hp.spec.mask_kind = FV_MASK_PARENTS;
+  expect_identical(bytes, oracle(hp));
+}
+
+TEST_P(OracleInvariance, CausalEqualsChain) {
+  CaseSpec s = random_spec(GetParam(), 23);
+  s.tree = fvt::Tree::Chain;
+  HostProblem hp = fvt::make_problem(s);
+  const fvt::Reference chain = oracle(hp);
+  hp.spec.mask_kind = FV_MASK_CAUSAL;
+  expect_identical(chain, oracle(hp));
+}
+
+TEST_P(OracleInvariance, IndexWidths) {
+  HostProblem hp = fvt::make_problem(random_spec(GetParam(), 24));
+  const fvt::Reference ref = oracle(hp);
+  hp.spec.indices_i64 = !hp.spec.indices_i64;
+  hp.spec.qo_i64 = !hp.spec.qo_i64;
+  expect_identical(ref, oracle(hp));
+}
+
+TEST_P(OracleInvariance, DifferentTreesGiveDifferentOutputs) {
+  // guards against a mask that is ignored: a chain and a star over the same tokens must differ
+  CaseSpec s = random_spec(GetParam(), 25);
+  s.tree = fvt::Tree::Chain;
+  const fvt::Reference chain = oracle(fvt::make_problem(s));
+  s.tree = fvt::Tree::Star;
+  const fvt::Reference star = oracle(fvt::make_problem(s));
+  double diff = 0;
+  for (size_t e = 0; e < chain.out.size(); ++e) diff += std::fabs(chain.out[e] - star.out[e]);
+  EXPECT_GT(diff, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, OracleInvariance, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "mla" : "gqa"; });
+
+TEST(Oracle, MlaViewEqualsSeparateV) {
+  // MLA's V is the first 512 columns of the 576-wide K row; copying them to a separate pool changes nothing
+  HostProblem hp = fvt::make_problem(random_spec(true, 26));
+  const fvt::Reference view = oracle(hp);
+  fvt::IndexStore st;
+  std::vector<double> out(hp.total_q * hp.spec.hq * 512);
+  std::vector<float> lse(hp.total_q * hp.spec.hq);
+  fvt::Pointers p = fvt::host_pointers(hp, st, out.data(), lse.data());
+  std::vector<uint16_t> vpool(hp.num_slots * 512), vdraft(hp.total_q * 512);
+  for (int64_t r = 0; r < hp.num_slots; ++r) std::memcpy(&vpool[r * 512], &hp.k_pool[r * 576], 1024);
+  for (int64_t r = 0; r < hp.total_q; ++r) std::memcpy(&vdraft[r * 512], &hp.k_draft[r * 576], 1024);
+  p.v_pool = vpool.data();
+  p.v_draft = vdraft.data();
+  fv_args a = fvt::make_args(hp, p, FV_DEVICE_CPU, FV_IMPL_ORACLE, FV_DTYPE_FP64);
+  a.v_pool_stride_slot = a.v_pool_stride_head = a.v_draft_stride_token = a.v_draft_stride_head = 512;
+  a.out_stride_token = int64_t(hp.spec.hq) * 512;
+  a.out_stride_head = 512;
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  for (size_t e = 0; e < out.size(); ++e) ASSERT_EQ(out[e], view.out[e]) << e;
+}
+
+TEST(Oracle, StridedQueryRows) {
+  // q rows padded by 8 poisoned elements give the same result as packed rows
+  HostProblem hp = fvt::make_problem(random_spec(false, 27));
+  const fvt::Reference ref = oracle(hp);
+  const int64_t row = int64_t(hp.spec.hq) * hp.spec.dqk, padded = row + 8;
+  std::vector<uint16_t> q(hp.total_q * padded, 0xFFFF);
+  for (int64_t t = 0; t < hp.total_q; ++t) std::memcpy(&q[t * padded], &hp.q[t * row], row * 2);
+  fvt::IndexStore st;
+  std::vector<double> out(ref.out.size());
+  fvt::Pointers p = fvt::host_pointers(hp, st, out.data(), nullptr);
+  p.q = q.data();
+  fv_args a = fvt::make_args(hp, p, FV_DEVICE_CPU, FV_IMPL_ORACLE, FV_DTYPE_FP64);
+  a.q_stride_token = padded;
+  a.out_stride_token = int64_t(hp.spec.hq) * hp.spec.dv;
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  for (size_t e = 0; e < out.size(); ++e) ASSERT_EQ(out[e], ref.out[e]) << e;
+}
+
+TEST(Oracle, PoisonedUnusedSlotsNeverLeak) {
+  // make_problem fills every unreferenced pool row with NaN; a finite output proves none was read
+  CaseSpec s = random_spec(false, 28);
+  s.shuffle_slots = true;
+  const fvt::Reference r = oracle(fvt::make_problem(s));
+  for (double x : r.out) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST(Oracle, OutputDtypesRoundTheSameValues) {
+  HostProblem hp = fvt::make_problem(random_spec(false, 29));
+  const fvt::Reference ref = oracle(hp);
+  fvt::IndexStore st;
+  std::vector<uint16_t> out(hp.out_elems());
+  fvt::Pointers p = fvt::host_pointers(hp, st, out.data(), nullptr);
+  fv_args a = fvt::make_args(hp, p, FV_DEVICE_CPU, FV_IMPL_ORACLE, 0);  // bf16 out
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  for (size_t e = 0; e < out.size(); ++e) {
+    const double got = fvt::bits_to_float(out[e], FV_DTYPE_BF16);
+    ASSERT_LE(std::fabs(got - ref.out[e]), std::fabs(ref.out[e]) * (1.0 / 256) + 1e-30) << e;
+  }
+}
+
+}  // namespace

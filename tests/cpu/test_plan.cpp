@@ -1,0 +1,215 @@
+// The planner (tile configuration, partitions, workspace layout) for an H200 and an sm_120 card, and the
+// partition arithmetic the GPU scheduler and kernel run (src/partition.h), checked exhaustively on
+// random batches: every key step of every request is computed by exactly one partition, and the split
+// counts and partial-state slots match what the kernels index.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "partition.h"
+#include "plan.h"
+#include "tile_config.h"
+
+namespace {
+
+const fv::DeviceProps kH200{132, 232448, 233472, 9, 0};
+const fv::DeviceProps kSm120{188, 101376, 102400, 12, 0};
+const fv::DeviceProps kA100{108, 166912, 167936, 8, 0};
+
+fv_problem mla_problem(int hq, int n, int b) {
+  fv_problem p;
+  fv_problem_init(&p);
+  p.dtype = FV_DTYPE_BF16;
+  p.batch_size = b;
+  p.max_draft = n;
+  p.num_q_heads = hq;
+  p.num_kv_heads = 1;
+  p.head_dim_qk = 576;
+  p.head_dim_v = 512;
+  return p;
+}
+
+TEST(Plan, ConfigsFitTheirTargets) {
+  for (const fv::TileConfig& c : fv::kTileConfigs) {
+    SCOPED_TRACE(c.name);
+    if (c.large_smem) EXPECT_LE(c.smem_bytes(), 232448u);
+    else EXPECT_LE(c.smem_bytes(), fv::kSmallSmemLimit) << "must fit sm_120's 99 KB";
+    EXPECT_EQ(c.bm / c.wm, 16);
+    EXPECT_EQ(c.wm * c.wn, c.wom * c.won);
+    EXPECT_EQ(c.bn % 16, 0);
+  }
+}
+
+TEST(Plan, MlaOnH200UsesLargeTiles) {
+  fv::Plan plan;
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
+  EXPECT_EQ(plan.m_tiles, 2);          // 16 heads x 8 drafts = 128 rows
+  EXPECT_EQ(plan.ctas_per_sm, 1);
+  EXPECT_EQ(plan.num_parts, 66);       // 2 x 66 = 132 CTAs, one per SM
+  EXPECT_EQ(plan.max_slots, 66);       // min(2 * 65, B + 65)
+  EXPECT_EQ(plan.mask_words, 1);
+  // layout: scheduler words, converted mask bits, partial lse, partial o; 256-byte aligned
+  EXPECT_EQ(plan.off_sched, 0u);
+  EXPECT_EQ(plan.off_bits % 256, 0u);
+  EXPECT_GE(plan.off_part_o - plan.off_part_lse, 66u * 8 * 16 * 4);
+  EXPECT_GE(plan.total - plan.off_part_o, 66u * 8 * 16 * 512 * 4);
+  EXPECT_LT(plan.total - plan.off_part_o, 66u * 8 * 16 * 512 * 4 + 256);
+}
+
+TEST(Plan, ForcedProfilesAndDevices) {
+  fv::Plan plan;
+  fv_problem p = mla_problem(16, 8, 4);
+  ASSERT_EQ(fv::make_plan(p, kSm120, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kMlaSmall);
+  ASSERT_EQ(fv::make_plan(p, kA100, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kMlaSmall);  // 163 KB is not enough for the large tiles
+  p.profile = FV_PROFILE_SMALL_SMEM;
+  ASSERT_EQ(fv::make_plan(p, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kMlaSmall);
+  p.profile = FV_PROFILE_LARGE_SMEM;
+  EXPECT_EQ(fv::make_plan(p, kSm120, &plan), FV_ERR_UNSUPPORTED);
+  fv_problem g = mla_problem(32, 8, 16);
+  g.num_kv_heads = 8;
+  for (int d : {64, 128, 256}) {
+    g.head_dim_qk = g.head_dim_v = d;
+    ASSERT_EQ(fv::make_plan(g, kSm120, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->dqk, d);
+    EXPECT_LE(plan.cfg->smem_bytes(), fv::kSmallSmemLimit);
+  }
+}
+
+TEST(Plan, SplitCountsFollowTheGrid) {
+  EXPECT_EQ(fv::choose_num_parts(2, 132), 66);
+  EXPECT_EQ(fv::choose_num_parts(1, 264), 264);
+  EXPECT_EQ(fv::choose_num_parts(128, 132), 1);   // one wave of 128 CTAs: 97% full
+  EXPECT_EQ(fv::choose_num_parts(16, 132), 8);
+  // 100 CTAs a partition: one partition leaves 24% of the GPU idle; 5 fill 4 waves to 95%
+  EXPECT_EQ(fv::choose_num_parts(100, 132), 5);
+  for (int64_t base = 1; base <= 300; ++base) {
+    const int parts = fv::choose_num_parts(base, 132);
+    EXPECT_GE(parts, 1);
+    EXPECT_LE(parts, 4096);
+  }
+}
+
+TEST(Plan, ForcedSplitsAndWorkspaceGrowth) {
+  fv::Plan a, b;
+  fv_problem p = mla_problem(16, 8, 4);
+  p.num_kv_splits = 1;
+  ASSERT_EQ(fv::make_plan(p, kH200, &a), FV_OK);
+  EXPECT_EQ(a.num_parts, 1);
+  EXPECT_EQ(a.max_slots, 0);
+  p.num_kv_splits = 7;
+  ASSERT_EQ(fv::make_plan(p, kH200, &b), FV_OK);
+  EXPECT_EQ(b.num_parts, 7);
+  EXPECT_EQ(b.max_slots, 10);  // min(2 * 6, 4 + 6)
+  EXPECT_GT(b.total, a.total);
+  p.mask_kind = FV_MASK_BITS;  // user bits need no conversion buffer
+  ASSERT_EQ(fv::make_plan(p, kH200, &b), FV_OK);
+  EXPECT_EQ(b.mask_words, 0);
+}
+
+TEST(Plan, OracleAndNaiveNeedNoWorkspace) {
+  fv::Plan plan;
+  fv_problem p = mla_problem(16, 8, 4);
+  p.impl = FV_IMPL_NAIVE;
+  ASSERT_EQ(fv::make_plan(p, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.total, 0u);
+  p.impl = FV_IMPL_AUTO;
+  p.device = FV_DEVICE_CPU;
+  ASSERT_EQ(fv::make_plan(p, fv::DeviceProps{}, &plan), FV_OK);
+  EXPECT_EQ(plan.impl, FV_IMPL_ORACLE);
+  EXPECT_EQ(plan.total, 0u);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The partition arithmetic, simulated for every CTA exactly as schedule.cuh and verify.cuh run it.
+
+struct Simulated {
+  std::vector<int32_t> cum;
+  int parts = 0;
+  int64_t total = 0;
+};
+
+Simulated schedule(const std::vector<int64_t>& drafts, const std::vector<int64_t>& prefixes, int bn, int overhead,
+                   int grid_parts, int min_cost) {
+  Simulated s;
+  s.cum.assign(drafts.size() + 1, 0);
+  for (size_t b = 0; b < drafts.size(); ++b)
+    s.cum[b + 1] = s.cum[b] + fv::request_cost(drafts[b], prefixes[b], bn, overhead);
+  s.total = s.cum.back();
+  s.parts = fv::effective_parts(grid_parts, s.total, min_cost);
+  return s;
+}
+
+TEST(Partition, EveryStepOnceAndSplitsConsistent) {
+  std::mt19937_64 rng(1234);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int batch = 1 + static_cast<int>(rng() % 12);
+    const int bn = (rng() % 2) ? 64 : 16;
+    const int overhead = static_cast<int>(rng() % 4);
+    const int grid_parts = 1 + static_cast<int>(rng() % 300);
+    const int min_cost = 1 + static_cast<int>(rng() % 8);
+    std::vector<int64_t> drafts(batch), prefixes(batch);
+    for (int b = 0; b < batch; ++b) {
+      drafts[b] = (rng() % 7 == 0) ? 0 : 1 + static_cast<int64_t>(rng() % 64);
+      prefixes[b] = (rng() % 5 == 0) ? 0 : static_cast<int64_t>(rng() % 5000);
+    }
+    const Simulated s = schedule(drafts, prefixes, bn, overhead, grid_parts, min_cost);
+    if (s.total == 0) continue;
+    ASSERT_LE(s.parts, grid_parts);
+    // which partitions computed which steps
+    std::vector<std::vector<int>> owner(batch);
+    for (int b = 0; b < batch; ++b) owner[b].assign(s.cum[b + 1] - s.cum[b] - (s.cum[b + 1] > s.cum[b] ? overhead : 0), -1);
+    std::vector<std::set<int>> parts_of(batch);
+    for (int part = 0; part < s.parts; ++part) {
+      int last_b = -1;
+      fv::for_each_segment(part, s.parts, s.total, s.cum.data(), batch, overhead, [&](int b, int k0, int k1) {
+        ASSERT_GT(b, last_b) << "segments in request order, one per request";
+        last_b = b;
+        ASSERT_LT(k0, k1);
+        for (int k = k0; k < k1; ++k) {
+          ASSERT_EQ(owner[b][k], -1) << "step computed twice";
+          owner[b][k] = part;
+        }
+        parts_of[b].insert(part);
+      });
+    }
+    int64_t slots = 0;
+    for (int b = 0; b < batch; ++b) {
+      for (size_t k = 0; k < owner[b].size(); ++k) ASSERT_NE(owner[b][k], -1) << "step never computed";
+      int first = -1, splits = -1;
+      fv::request_splits(s.cum[b], s.cum[b + 1], overhead, s.parts, s.total, &first, &splits);
+      if (owner[b].empty()) {
+        EXPECT_EQ(splits, 0);
+        continue;
+      }
+      // the partitions of a request are consecutive, start at first_part, and number num_splits
+      ASSERT_EQ(static_cast<int>(parts_of[b].size()), splits);
+      ASSERT_EQ(*parts_of[b].begin(), first);
+      ASSERT_EQ(*parts_of[b].rbegin(), first + splits - 1);
+      if (splits > 1) slots += splits;
+    }
+    // the workspace bound the planner uses
+    const int64_t bound = s.parts > 1 ? std::min<int64_t>(2 * (s.parts - 1), batch + s.parts - 1) : 0;
+    ASSERT_LE(slots, bound);
+  }
+}
+
+TEST(Partition, BalancedWork) {
+  // one long request over 132 partitions: no partition gets more than its share plus one step
+  const Simulated s = schedule({8}, {32768}, 64, 2, 66, 3);
+  EXPECT_EQ(s.parts, 66);
+  std::vector<int> steps(s.parts, 0);
+  for (int part = 0; part < s.parts; ++part)
+    fv::for_each_segment(part, s.parts, s.total, s.cum.data(), 1, 2,
+                         [&](int, int k0, int k1) { steps[part] += k1 - k0; });
+  const int share = static_cast<int>(s.total / s.parts);
+  for (int part = 0; part < s.parts; ++part) EXPECT_LE(steps[part], share + 1) << part;
+}
+
+}  // namespace

@@ -1,0 +1,364 @@
+// GPU suite: the fast kernel and the naive kernel against the float64 oracle on fresh random problems
+// (outputs and workspace poisoned with NaN first, worst element reported), split counts agreeing,
+// bit-identical reruns, CUDA-graph capture -> rewrite -> replay, and the workspace contract.
+//
+// Environment: FV_SEED fixes the random seed (printed at start); FV_REPORT_DIR receives gpu_cases.csv
+// with one row per random problem; FV_CASES overrides the number of random problems (default 320).
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "testkit.h"
+
+namespace {
+
+using fvt::CaseSpec;
+using fvt::HostProblem;
+
+#define REQUIRE_GPU()                                                   \
+  do {                                                                  \
+    const std::string why_ = fvt::gpu_unavailable_reason();             \
+    if (!why_.empty()) GTEST_SKIP() << "no GPU: " << why_;             \
+  } while (0)
+
+constexpr double kMaxRelL2 = 1e-2;   // bf16 / fp16 outputs against the float64 oracle
+constexpr double kMaxLseAbs = 5e-3;  // natural log units
+
+int num_cases() {
+  if (const char* s = std::getenv("FV_CASES")) return std::max(1, std::atoi(s));
+  return 320;
+}
+
+std::FILE* report() {
+  static std::FILE* f = [] {
+    const char* dir = std::getenv("FV_REPORT_DIR");
+    if (!dir) return static_cast<std::FILE*>(nullptr);
+    std::FILE* fp = std::fopen((std::string(dir) + "/gpu_cases.csv").c_str(), "w");
+    if (fp) std::fprintf(fp, "case,description,flops,fast_rel_l2,fast_max_abs,fast_worst,naive_rel_l2,lse_max_abs,config\n");
+    return fp;
+  }();
+  return f;
+}
+
+// A random problem for sweep index `idx`. The value lists are walked with co-prime strides so every
+// prefix length, draft count, head layout and option appears many times in 320 cases; sizes are then
+// trimmed so that one float64 oracle run stays around a few GFLOP.
+CaseSpec sweep_case(int idx, uint64_t seed) {
+  static const int kPrefix[] = {0, 1, 17, 339, 799, 4096, 65536, 262144};
+  static const int kDraft[] = {1, 2, 7, 8, 16, 63, 64, 128, 1024};
+  static const int kMlaHeads[] = {1, 8, 16, 64, 128};
+  struct Gqa { int hq, hkv; };
+  static const Gqa kGqa[] = {{8, 8}, {8, 1}, {32, 8}, {16, 1}, {12, 4}, {4, 2}, {64, 4}};
+  static const int kDims[] = {64, 128, 256};
+  static const int kPage[] = {1, 16, 64, 128, 7};
+  std::mt19937_64 rng(seed * 1000003ull + idx);
+  CaseSpec s;
+  s.seed = seed * 7777 + idx;
+  const bool mla = idx % 2 == 0;
+  if (mla) {
+    s.hq = kMlaHeads[(idx / 2) % 5];
+    s.hkv = 1;
+    s.dqk = 576;
+    s.dv = 512;
+  } else {
+    const Gqa g = kGqa[(idx / 2) % 7];
+    s.hq = g.hq;
+    s.hkv = g.hkv;
+    s.dqk = s.dv = kDims[(idx / 14) % 3];
+  }
+  int P = kPrefix[(idx * 3) % 8];
+  int N = kDraft[(idx * 5) % 9];
+  s.dtype = (idx % 3 == 2) ? FV_DTYPE_FP16 : FV_DTYPE_BF16;
+  s.tree = static_cast<fvt::Tree>(rng() % 4);
+  s.mask_kind = static_cast<int>(rng() % 3);  // bytes, bits, parents
+  if (s.tree == fvt::Tree::Chain && rng() % 3 == 0) s.mask_kind = FV_MASK_CAUSAL;
+  if (idx % 3 == 1) {
+    s.addressing = FV_KV_PAGE_TABLE;
+    s.page_size = kPage[(idx / 3) % 5];
+  }
+  s.indices_i64 = rng() % 2;
+  s.qo_i64 = rng() % 2;
+  s.shuffle_slots = rng() % 8 != 0;
+  s.row_pad = rng() % 4 == 0 ? 8 : 0;
+  if (mla && rng() % 3 == 0) s.profile = FV_PROFILE_SMALL_SMEM;  // the sm_120 configuration, on this GPU
+  const int split_pick = static_cast<int>(rng() % 8);
+  s.num_kv_splits = split_pick == 0 ? 1 : split_pick == 1 ? 2 : split_pick == 2 ? 4096 : 0;
+
+  // trim to a bounded oracle cost: fewer heads, then fewer drafts, then a shorter prefix
+  int B = 1 + static_cast<int>(rng() % 4);
+  auto cost = [&]() { return double(B) * N * s.hq * (double(P) + N) * (s.dqk + s.dv) * 2; };
+  const double cap = 3e9;
+  while (cost() > cap && B > 1) --B;
+  while (cost() > cap && mla && s.hq > 1) s.hq = std::max(1, s.hq / 8);
+  while (cost() > cap && !mla && s.hq > s.hkv) { s.hq /= 2; if (s.hq % s.hkv) s.hq = s.hkv; }
+  while (cost() > cap && N > 2) N = std::max(2, N / 4);
+  while (cost() > cap && P > 4096) P /= 4;
+  s.max_draft = N;
+  // ragged: the first request has the full draft count and prefix, the others fewer; some are padded
+  for (int b = 0; b < B; ++b) {
+    const int n = b == 0 ? N : 1 + static_cast<int>(rng() % N);
+    int p = b == 0 ? P : static_cast<int>(rng() % (P + 1));
+    if (b > 0 && rng() % 6 == 0) p = -1;  // padded request: prefix of 1 at slot 0
+    s.draft.push_back(n);
+    s.prefix.push_back(p);
+  }
+  if (rng() % 2) std::shuffle(s.draft.begin(), s.draft.end(), rng);
+  return s;
+}
+
+struct Outcome {
+  fvt::Comparison fast, naive;
+  bool naive_ran = false;
+};
+
+// Reports every violated bound through EXPECT_*; returns whether all held.
+bool check_against_oracle(const HostProblem& hp, const fvt::Reference& ref, const fvt::GpuRun& run,
+                          const char* impl, fvt::Comparison* out_cmp) {
+  EXPECT_EQ(run.status, FV_OK) << impl << ": " << fv_status_string(run.status) << ": " << run.error;
+  if (run.status != FV_OK) return false;
+  const fvt::Comparison c = fvt::compare(hp, run.out, run.lse, ref);
+  *out_cmp = c;
+  EXPECT_EQ(c.nan_count, 0) << impl << ": " << c.nan_count << " NaN outputs, first at " << c.where(hp);
+  EXPECT_LE(c.rel_l2, kMaxRelL2) << impl << ": rel L2 " << c.rel_l2 << ", worst at " << c.where(hp) << " got "
+                                 << c.worst_got << " want " << c.worst_ref;
+  EXPECT_EQ(c.lse_bad, 0) << impl << ": LSE NaN or -inf mismatch in " << c.lse_bad << " rows";
+  EXPECT_LE(c.lse_max_abs, kMaxLseAbs) << impl << ": LSE off by " << c.lse_max_abs;
+  return c.nan_count == 0 && c.rel_l2 <= kMaxRelL2 && c.lse_bad == 0 && c.lse_max_abs <= kMaxLseAbs;
+}
+
+class RandomProblems : public ::testing::Test {};
+
+TEST_F(RandomProblems, FastAndNaiveMatchOracle) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed();
+  std::printf("[ seed     ] FV_SEED=%llu on %s\n", static_cast<unsigned long long>(seed), fvt::gpu_name().c_str());
+  const int n = num_cases();
+  int failures = 0;
+  double worst_fast = 0, worst_naive = 0, worst_ratio = 0;
+  for (int idx = 0; idx < n; ++idx) {
+    const CaseSpec spec = sweep_case(idx, seed);
+    SCOPED_TRACE("case " + std::to_string(idx) + ": " + spec.describe());
+    const HostProblem hp = fvt::make_problem(spec);
+    fvt::Reference ref;
+    ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK) << fv_last_error();
+    Outcome o;
+    const fvt::GpuRun fast = fvt::run_gpu(hp, FV_IMPL_FAST);
+    bool ok = check_against_oracle(hp, ref, fast, "fast", &o.fast);
+    const fvt::GpuRun naive = fvt::run_gpu(hp, FV_IMPL_NAIVE);
+    ok &= check_against_oracle(hp, ref, naive, "naive", &o.naive);
+    o.naive_ran = naive.status == FV_OK;
+    if (o.naive_ran && fast.status == FV_OK) {
+      // the fast kernel rounds P to 16 bits where the naive kernel keeps fp32: allow it twice the error
+      // (with a floor far below 16-bit resolution, for outputs the naive kernel happens to hit exactly)
+      const double bound = std::max(2 * o.naive.rel_l2, 1e-4);
+      EXPECT_LE(o.fast.rel_l2, bound) << "fast " << o.fast.rel_l2 << " vs naive " << o.naive.rel_l2;
+      ok &= o.fast.rel_l2 <= bound;
+      worst_ratio = std::max(worst_ratio, o.fast.rel_l2 / std::max(o.naive.rel_l2, 1e-12));
+    }
+    worst_fast = std::max(worst_fast, o.fast.rel_l2);
+    worst_naive = std::max(worst_naive, o.naive.rel_l2);
+    const bool failed = !ok;
+    failures += failed;
+    std::printf("[ case %3d ] %-100s fast %.2e (max %.1e at %s) naive %.2e lse %.1e %s\n", idx,
+                spec.describe().c_str(), o.fast.rel_l2, o.fast.max_abs, o.fast.where(hp).c_str(), o.naive.rel_l2,
+                o.fast.lse_max_abs, failed ? "FAIL" : "ok");
+    if (std::FILE* f = report())
+      std::fprintf(f, "%d,\"%s\",%.3e,%.3e,%.3e,%s,%.3e,%.3e,%s\n", idx, spec.describe().c_str(), hp.flops,
+                   o.fast.rel_l2, o.fast.max_abs, o.fast.where(hp).c_str(), o.naive.rel_l2, o.fast.lse_max_abs,
+                   failed ? "FAIL" : "ok");
+  }
+  if (std::FILE* f = report()) std::fflush(f);
+  std::printf("[ summary  ] %d random problems, %d failed; worst rel L2: fast %.2e, naive %.2e; worst fast/naive %.2f\n",
+              n, failures, worst_fast, worst_naive, worst_ratio);
+}
+
+CaseSpec fixed_case(bool mla, int profile, uint64_t seed) {
+  CaseSpec s;
+  if (mla) {
+    s.hq = 16; s.hkv = 1; s.dqk = 576; s.dv = 512;
+  } else {
+    s.hq = 32; s.hkv = 8; s.dqk = 128; s.dv = 128;
+  }
+  s.profile = profile;
+  s.max_draft = 8;
+  s.draft = {8, 5, 8};
+  s.prefix = {5000, 777, -1};
+  s.tree = fvt::Tree::Random;
+  s.seed = seed;
+  return s;
+}
+
+class Layouts : public ::testing::TestWithParam<int> {
+ protected:
+  CaseSpec spec(uint64_t seed) const {
+    const int p = GetParam();
+    return fixed_case(p != 2, p == 1 ? FV_PROFILE_SMALL_SMEM : FV_PROFILE_AUTO, seed);
+  }
+};
+
+TEST_P(Layouts, SplitCountsAgree) {
+  REQUIRE_GPU();
+  CaseSpec s = spec(fvt::session_seed() + 1);
+  std::vector<std::vector<float>> outs;
+  for (int splits : {1, 2, 4096, 0}) {
+    s.num_kv_splits = splits;
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::Reference ref;
+    ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+    const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
+    fvt::Comparison c;
+    check_against_oracle(hp, ref, r, ("splits=" + std::to_string(splits)).c_str(), &c);
+    std::printf("[ splits   ] %-6d rel L2 %.3e\n", splits, c.rel_l2);
+    outs.push_back(r.out);
+  }
+  for (size_t k = 1; k < outs.size(); ++k) {
+    double num = 0, den = 0;
+    for (size_t e = 0; e < outs[0].size(); ++e) {
+      num += double(outs[k][e] - outs[0][e]) * (outs[k][e] - outs[0][e]);
+      den += double(outs[0][e]) * outs[0][e];
+    }
+    EXPECT_LE(std::sqrt(num / den), kMaxRelL2) << "split setting " << k << " disagrees with splits=1";
+  }
+}
+
+TEST_P(Layouts, BitIdenticalReruns) {
+  REQUIRE_GPU();
+  const HostProblem hp = fvt::make_problem(spec(fvt::session_seed() + 2));
+  fvt::DeviceProblem dp(hp);
+  ASSERT_TRUE(dp.ok()) << dp.error();
+  std::vector<uint8_t> first, again;
+  std::vector<float> lse1, lse2;
+  for (int rep = 0; rep < 3; ++rep) {
+    dp.poison();
+    ASSERT_EQ(dp.run(), FV_OK) << fv_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_TRUE(dp.download(nullptr, rep == 0 ? &lse1 : &lse2, rep == 0 ? &first : &again));
+    if (rep > 0) {
+      ASSERT_EQ(first.size(), again.size());
+      EXPECT_EQ(0, std::memcmp(first.data(), again.data(), first.size())) << "output bits differ on rerun " << rep;
+      EXPECT_EQ(0, std::memcmp(lse1.data(), lse2.data(), lse1.size() * 4)) << "LSE bits differ on rerun " << rep;
+    }
+  }
+}
+
+TEST_P(Layouts, GraphCaptureRewriteReplay) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 3;
+  CaseSpec big = spec(seed);
+  big.qo_i64 = true;  // SGLang's qo_indptr is int64 under CUDA graphs
+  big.draft = {8, 8, 8};  // the capacity every rewrite must fit in
+  big.prefix = {6000, 3000, 900};
+  const HostProblem first = fvt::make_problem(big);
+  fvt::DeviceProblem dp(first);
+  ASSERT_TRUE(dp.ok()) << dp.error();
+
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const fv_status st = dp.run(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(st, FV_OK) << fv_last_error();
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  // each round: new lengths, slots, trees and values written in place, then a replay
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 4; ++round) {
+    CaseSpec s = big;
+    s.seed = seed + 100 + round;
+    for (size_t b = 0; b < s.draft.size(); ++b) {
+      s.draft[b] = 1 + static_cast<int>(rng() % s.max_draft);
+      s.prefix[b] = round == 3 && b == 1 ? -1 : static_cast<int>(rng() % (big.prefix[b] + 1));
+    }
+    s.tree = static_cast<fvt::Tree>(round % 4);
+    const HostProblem hp = fvt::make_problem(s);
+    ASSERT_TRUE(dp.upload_inputs(hp)) << dp.error();
+    dp.poison();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    fvt::Reference ref;
+    ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+    fvt::GpuRun r;
+    ASSERT_TRUE(dp.download(&r.out, &r.lse, nullptr, &hp));
+    fvt::Comparison c;
+    check_against_oracle(hp, ref, r, ("replay " + std::to_string(round)).c_str(), &c);
+    std::printf("[ replay %d ] %s rel L2 %.3e\n", round, s.describe().c_str(), c.rel_l2);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST_P(Layouts, WorkspaceExactSizeAcceptedOneByteLessRejected) {
+  REQUIRE_GPU();
+  const HostProblem hp = fvt::make_problem(spec(fvt::session_seed() + 4));
+  fvt::DeviceProblem dp(hp);
+  ASSERT_TRUE(dp.ok()) << dp.error();
+  fv_args a = dp.args();
+  ASSERT_GT(dp.workspace_bytes(), 0u);
+  EXPECT_EQ(fv_run(&a, dp.workspace(), dp.workspace_bytes() - 1, nullptr), FV_ERR_WORKSPACE_TOO_SMALL);
+  EXPECT_NE(std::string(fv_last_error()).find(std::to_string(dp.workspace_bytes())), std::string::npos)
+      << fv_last_error();
+  EXPECT_EQ(fv_run(&a, dp.workspace(), dp.workspace_bytes(), nullptr), FV_OK) << fv_last_error();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  fvt::Reference ref;
+  ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+  fvt::GpuRun r;
+  ASSERT_TRUE(dp.download(&r.out, &r.lse, nullptr));
+  fvt::Comparison c;
+  check_against_oracle(hp, ref, r, "exact workspace", &c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, Layouts, ::testing::Values(0, 1, 2), [](const ::testing::TestParamInfo<int>& i) {
+  return i.param == 0 ? std::string("mla_auto") : i.param == 1 ? std::string("mla_small_smem") : std::string("gqa128");
+});
+
+TEST(Edges, LongPrefixesAndLargeTrees) {
+  REQUIRE_GPU();
+  // the lengths the issue names, a few at a time, fast and naive against the oracle
+  struct E { bool mla; int hq, hkv, d, n, p; fvt::Tree tree; };
+  const E edges[] = {
+      {true, 1, 1, 576, 2, 262144, fvt::Tree::Chain},     {true, 8, 1, 576, 1, 65536, fvt::Tree::Chain},
+      {false, 8, 1, 128, 2, 262144, fvt::Tree::Star},     {true, 8, 1, 576, 1024, 17, fvt::Tree::Random},
+      {false, 4, 2, 64, 1024, 339, fvt::Tree::RandomPerm}, {true, 128, 1, 576, 8, 799, fvt::Tree::Random},
+      {false, 16, 1, 256, 63, 4096, fvt::Tree::Random},   {true, 16, 1, 576, 1, 0, fvt::Tree::Chain},
+  };
+  const uint64_t seed = fvt::session_seed() + 5;
+  for (const E& e : edges) {
+    CaseSpec s;
+    s.hq = e.hq; s.hkv = e.hkv; s.dqk = e.d; s.dv = e.mla ? 512 : e.d;
+    s.max_draft = e.n;
+    s.draft = {e.n};
+    s.prefix = {e.p};
+    s.tree = e.tree;
+    s.seed = seed + e.n + e.p;
+    SCOPED_TRACE(s.describe());
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::Reference ref;
+    ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+    fvt::Comparison cf, cn;
+    check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), "fast", &cf);
+    check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_NAIVE), "naive", &cn);
+    std::printf("[ edge     ] %-90s fast %.2e naive %.2e\n", s.describe().c_str(), cf.rel_l2, cn.rel_l2);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
