@@ -46,12 +46,14 @@ enum ConfigId { kMlaLarge = 0, kMlaSmall = 1, kGqa64 = 2, kGqa128 = 3, kGqa256 =
 //   columns, 64 per warp = 128 accumulator registers a thread. 230 KB of shared memory.
 // - MLA small (fits sm_120's 99 KB): 32 rows (36 KB of Q), 16-key K steps, 3 stages; 4 warps each
 //   owning 128 O columns.
-// - GQA: 64 rows, 4 x 2 warps for S, O split 4 (rows) x 2 (columns); K and V tiles separate.
+// - GQA: 64 rows, 4 x 2 warps for S, O split 4 (rows) x 2 (columns); K and V tiles separate. GQA with a
+//   small tree is memory-bound: the pipeline is 4 stages deep so that 3 steps of K/V are in flight per
+//   CTA (2 CTAs a multiprocessor), which 99 KB allows for d128 only with 32-key steps.
 constexpr TileConfig kTileConfigs[kNumConfigs] = {
     {kMlaLarge, "mla576_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
     {kMlaSmall, "mla576_bm32_bn16_s3", 32, 16, 576, 512, 2, 2, 1, 4, 3, true, 1, false, 2, 6},
-    {kGqa64, "gqa64_bm64_bn64_s3", 64, 64, 64, 64, 4, 2, 4, 2, 3, false, 2, false, 2, 4},
-    {kGqa128, "gqa128_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, false, 2, 4},
+    {kGqa64, "gqa64_bm64_bn64_s4", 64, 64, 64, 64, 4, 2, 4, 2, 4, false, 2, false, 2, 4},
+    {kGqa128, "gqa128_bm64_bn32_s4", 64, 32, 128, 128, 4, 2, 4, 2, 4, false, 2, false, 2, 8},
     {kGqa256, "gqa256_bm64_bn16_s3", 64, 16, 256, 256, 4, 2, 4, 2, 3, false, 2, false, 2, 8},
 };
 

@@ -12,19 +12,24 @@
 
 namespace fv {
 
-constexpr int kCombineThreads = 128;
+constexpr int kCombineWarps = 8;
+constexpr int kCombineThreads = 32 * kCombineWarps;
 
+// One block per (request, draft token, q head, 128-column slice); its 8 warps take every 8th split,
+// so a request split 100 ways keeps 8 warps' worth of loads in flight per output row. The warps'
+// partial sums are added in warp order: the merge does not depend on timing (deterministic).
 template <class T, int DV>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ VerifyParams p) {
-  constexpr int COLS = DV >= 128 ? 128 : DV;  // columns per warp
+  constexpr int COLS = DV >= 128 ? 128 : DV;  // columns per block
   constexpr int VEC = COLS / 32;              // floats per lane (2 or 4)
   constexpr int SLICES = DV / COLS;
-  const int lane = threadIdx.x % 32;
-  const int64_t gw = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t total = int64_t(p.batch) * p.max_draft * p.num_q_heads * SLICES;
-  if (gw >= total) return;
-  const int slice = static_cast<int>(gw % SLICES);
-  int64_t rest = gw / SLICES;
+  __shared__ float part[kCombineWarps][COLS];
+  __shared__ float part_w[kCombineWarps];
+  __shared__ float red[kCombineWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t rest = blockIdx.x;
+  const int slice = static_cast<int>(rest % SLICES);
+  rest /= SLICES;
   const int h = static_cast<int>(rest % p.num_q_heads);
   rest /= p.num_q_heads;
   const int i = static_cast<int>(rest % p.max_draft);
@@ -40,10 +45,16 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
   const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
 
+  // the largest partial lse
   float m = -INFINITY;
-  for (int s = lane; s < ns; s += 32) m = fmaxf(m, p.part_lse[row0 + s * split_stride]);
+  for (int s = threadIdx.x; s < ns; s += kCombineThreads) m = fmaxf(m, p.part_lse[row0 + s * split_stride]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = red[0];
+#pragma unroll
+  for (int w = 1; w < kCombineWarps; ++w) m = fmaxf(m, red[w]);
 
   float acc[VEC];
 #pragma unroll
@@ -51,8 +62,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   float wsum = 0.f;
   if (m != -INFINITY) {
     const float* src = p.part_o + row0 * DV + slice * COLS + lane * VEC;
-#pragma unroll 8
-    for (int s = 0; s < ns; ++s) {
+#pragma unroll 4
+    for (int s = warp; s < ns; s += kCombineWarps) {
       const float w = exp2f(p.part_lse[row0 + s * split_stride] - m);
       wsum += w;
       const float* x = src + s * split_stride * DV;
@@ -68,6 +79,20 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
         acc[1] += w * f.y;
       }
     }
+  }
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) part[warp][lane * VEC + v] = acc[v];
+  if (lane == 0) part_w[warp] = wsum;
+  __syncthreads();
+  if (warp != 0) return;
+  wsum = 0.f;
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w) {
+    wsum += part_w[w];
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) acc[v] += part[w][lane * VEC + v];
   }
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   const int64_t tok = qo0 + i;

@@ -43,8 +43,7 @@ cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStr
 template <class T>
 void launch_combine_for(int dv, const VerifyParams& p, cudaStream_t s) {
   const int64_t slices = dv >= 128 ? dv / 128 : 1;
-  const int64_t warps = int64_t(p.batch) * p.max_draft * p.num_q_heads * slices;
-  const unsigned blocks = static_cast<unsigned>((warps * 32 + kCombineThreads - 1) / kCombineThreads);
+  const unsigned blocks = static_cast<unsigned>(int64_t(p.batch) * p.max_draft * p.num_q_heads * slices);
   switch (dv) {
     case 64: combine_kernel<T, 64><<<blocks, kCombineThreads, 0, s>>>(p); break;
     case 128: combine_kernel<T, 128><<<blocks, kCombineThreads, 0, s>>>(p); break;

@@ -44,6 +44,27 @@ __device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
   return static_cast<uint32_t>((row * CHUNKS + phys) * 16);
 }
 
+// The swizzle seen from one lane of an ldmatrix: the lane always addresses rows with the same low bits
+// (its row is a multiple of 8 plus a lane-fixed part) and chunk `c + hi` for an even, compile-time `c`
+// and a lane-fixed hi in {0, 1}. The XOR then only depends on (c mod G) / 2, so the four possible
+// byte offsets are computed once and every ldmatrix address becomes base + immediate.
+template <int CHUNKS>
+struct LaneSwizzle {
+  static constexpr int G = CHUNKS >= 8 ? 8 : CHUNKS;
+  uint32_t off[G / 2];
+  __device__ __forceinline__ LaneSwizzle(int row, int hi) {
+    int bits;
+    if constexpr (CHUNKS >= 8) bits = row & 7;
+    else if constexpr (CHUNKS == 4) bits = (row >> 1) & 3;
+    else bits = (row >> 2) & 1;
+    const int y = hi ^ bits;
+#pragma unroll
+    for (int k = 0; k < G / 2; ++k) off[k] = static_cast<uint32_t>(((2 * k) ^ y) * 16);
+  }
+  // byte offset, within its row, of chunk c + hi (c even)
+  __device__ __forceinline__ uint32_t operator()(int c) const { return (c / G) * G * 16 + off[(c % G) / 2]; }
+};
+
 // How the CTA's threads cover a ROWS x CHUNKS tile with 16-byte copies: TPR threads per row, each
 // taking every TPR-th chunk; the thread block covers RP rows per pass.
 template <int ROWS, int CHUNKS, int THREADS>
@@ -219,6 +240,24 @@ struct Verify {
 
     // ---- O-warp identity and its accumulator
     const int om = warp / WON, on = warp % WON;
+
+    // ---- per-lane ldmatrix addressing, fixed for the segment
+    // S: A = Q rows wm*16 + (lane & 15), chunk 2kk + (lane >> 4); B = K rows wn*SN + (lane & 7) + 8*(lane >> 4),
+    //    chunk 2kk + ((lane >> 3) & 1)
+    const int q_row = wm * 16 + (lane & 15), k_row = wn * SN + (lane & 7) + ((lane >> 4) << 3);
+    const uint32_t q_row_off = q_row * QCH * 16, k_row_off = k_row * QCH * 16;
+    const LaneSwizzle<QCH> q_swz(q_row, lane >> 4), k_swz(k_row, (lane >> 3) & 1);
+    // P V: A = P rows om*OM + (lane & 15), chunk 2ks + (lane >> 4); B = V rows (lane & 7) + 8*((lane >> 3) & 1),
+    //      chunk on*ON/8 + 2np + (lane >> 4)
+    const int p_row = om * OM + (lane & 15), v_row = (lane & 7) + (((lane >> 3) & 1) << 3);
+    const uint32_t p_row_off = p_row * PCH * 16, v_row_off = v_row * VROW_CHUNKS * 16;
+    const LaneSwizzle<PCH> p_swz(p_row, lane >> 4);
+    uint32_t v_col_off[O_NT / 2];
+#pragma unroll
+    for (int np = 0; np < O_NT / 2; ++np) {
+      const int chunk = (on * ON) / 8 + 2 * np + (lane >> 4);
+      v_col_off[np] = swizzle<VROW_CHUNKS>(v_row, chunk) - v_row * VROW_CHUNKS * 16;
+    }
     float o[O_MT][O_NT][4];
 #pragma unroll
     for (int mt = 0; mt < O_MT; ++mt)
@@ -241,29 +280,40 @@ struct Verify {
       }
 
       const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
-      // ---- S = Q K^T for this warp's 16 x SN tile
+      // ---- S = Q K^T for this warp's 16 x SN tile. Fragments for k-step kk+1 are loaded before the MMAs
+      // of step kk (the asm statements keep source order, so the pipelining is written out here).
       float acc[S_NT][4];
 #pragma unroll
       for (int nt = 0; nt < S_NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-#pragma unroll 4
-      for (int kk = 0; kk < DQK / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(a, q_base + swizzle<QCH>(wm * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+      {
+        const uint32_t qa = q_base + q_row_off, kb = k_base + k_row_off;
+        uint32_t a[2][4], b[2][S_NT][2];
+        auto load = [&](int kk, int buf) {
+          ldmatrix_x4(a[buf], qa + q_swz(2 * kk));
 #pragma unroll
-        for (int np = 0; np < S_NT / 2; ++np) {
-          uint32_t bf[4];
-          const int key = wn * SN + np * 16 + (lane & 7) + ((lane >> 4) << 3);
-          ldmatrix_x4(bf, k_base + swizzle<QCH>(key, 2 * kk + ((lane >> 3) & 1)));
-          mma_16816<T>(acc[2 * np], a, bf[0], bf[1]);
-          mma_16816<T>(acc[2 * np + 1], a, bf[2], bf[3]);
-        }
-        if constexpr (S_NT % 2 == 1) {
-          uint32_t bf[2];
-          const int key = wn * SN + (S_NT - 1) * 8 + (lane & 7);
-          ldmatrix_x2(bf, k_base + swizzle<QCH>(key, 2 * kk + ((lane >> 3) & 1)));
-          mma_16816<T>(acc[S_NT - 1], a, bf[0], bf[1]);
+          for (int np = 0; np < S_NT / 2; ++np) {
+            uint32_t r[4];
+            ldmatrix_x4(r, kb + np * 16 * QCH * 16 + k_swz(2 * kk));
+            b[buf][2 * np][0] = r[0];
+            b[buf][2 * np][1] = r[1];
+            b[buf][2 * np + 1][0] = r[2];
+            b[buf][2 * np + 1][1] = r[3];
+          }
+          if constexpr (S_NT % 2 == 1) {
+            uint32_t r[2];
+            ldmatrix_x2(r, kb + (S_NT - 1) * 8 * QCH * 16 + k_swz(2 * kk));
+            b[buf][S_NT - 1][0] = r[0];
+            b[buf][S_NT - 1][1] = r[1];
+          }
+        };
+        load(0, 0);
+#pragma unroll
+        for (int kk = 0; kk < DQK / 16; ++kk) {
+          if (kk + 1 < DQK / 16) load(kk + 1, (kk + 1) & 1);
+#pragma unroll
+          for (int nt = 0; nt < S_NT; ++nt) mma_16816<T>(acc[nt], a[kk & 1], b[kk & 1][nt][0], b[kk & 1][nt][1]);
         }
       }
 
@@ -349,22 +399,32 @@ struct Verify {
           o[mt][nt][3] *= al_b;
         }
       }
+      {
+        // A (P) fragments one k-step ahead, B (V) fragments one column pair ahead
+        constexpr int KS = BN / 16, NP = O_NT / 2;
+        uint32_t a[2][O_MT][4], bv[2][4];
+        auto load_a = [&](int ks, int buf) {
 #pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) {
-        uint32_t a[O_MT][4];
+          for (int mt = 0; mt < O_MT; ++mt) ldmatrix_x4(a[buf][mt], p_base + p_row_off + mt * 16 * PCH * 16 + p_swz(2 * ks));
+        };
+        auto load_b = [&](int idx, int buf) {
+          const int ks = idx / NP, np = idx % NP;
+          ldmatrix_x4_trans(bv[buf], v_base + v_row_off + ks * 16 * VROW_CHUNKS * 16 + v_col_off[np]);
+        };
+        load_a(0, 0);
+        load_b(0, 0);
 #pragma unroll
-        for (int mt = 0; mt < O_MT; ++mt)
-          ldmatrix_x4(a[mt], p_base + swizzle<PCH>(om * OM + mt * 16 + (lane & 15), 2 * ks + (lane >> 4)));
+        for (int ks = 0; ks < KS; ++ks) {
+          if (ks + 1 < KS) load_a(ks + 1, (ks + 1) & 1);
 #pragma unroll
-        for (int np = 0; np < O_NT / 2; ++np) {
-          uint32_t bv[4];
-          const int key = ks * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-          const int chunk = (on * ON) / 8 + np * 2 + (lane >> 4);
-          ldmatrix_x4_trans(bv, v_base + swizzle<VROW_CHUNKS>(key, chunk));
+          for (int np = 0; np < NP; ++np) {
+            const int idx = ks * NP + np;
+            if (idx + 1 < KS * NP) load_b(idx + 1, (idx + 1) & 1);
 #pragma unroll
-          for (int mt = 0; mt < O_MT; ++mt) {
-            mma_16816<T>(o[mt][2 * np], a[mt], bv[0], bv[1]);
-            mma_16816<T>(o[mt][2 * np + 1], a[mt], bv[2], bv[3]);
+            for (int mt = 0; mt < O_MT; ++mt) {
+              mma_16816<T>(o[mt][2 * np], a[ks & 1][mt], bv[idx & 1][0], bv[idx & 1][1]);
+              mma_16816<T>(o[mt][2 * np + 1], a[ks & 1][mt], bv[idx & 1][2], bv[idx & 1][3]);
+            }
           }
         }
       }
