@@ -1,6 +1,8 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "common.h"
 
@@ -25,8 +27,20 @@ int estimate_ctas_per_sm(const TileConfig& cfg, const DeviceProps& props) {
   return std::max(1, std::min({by_smem, by_threads, std::max(1, by_regs)}));
 }
 
+bool fits(const TileConfig& c, const DeviceProps& props) {
+  if (static_cast<std::size_t>(props.max_smem_per_block) < c.smem_bytes()) return false;
+  return !c.large_smem || (props.cc_major >= 9 && props.cc_major < 12);
+}
+
 const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, fv_status* status) {
   *status = FV_OK;
+  // Tuning hook for benchmark sweeps: FLASHVERIFY_CONFIG=<config name> forces a configuration of the
+  // same head dims that fits the device; anything else is ignored.
+  if (const char* forced = std::getenv("FLASHVERIFY_CONFIG")) {
+    for (const TileConfig& c : kTileConfigs)
+      if (std::strcmp(c.name, forced) == 0 && c.dqk == p.head_dim_qk && c.dv == p.head_dim_v && fits(c, props))
+        return &c;
+  }
   const bool mla = is_mla_dims(p.head_dim_qk, p.head_dim_v);
   if (mla) {
     const TileConfig& large = kTileConfigs[kMlaLarge];
@@ -55,7 +69,10 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
   const TileConfig* cfg = nullptr;
   switch (p.head_dim_qk) {
     case 64: cfg = &kTileConfigs[kGqa64]; break;
-    case 128: cfg = &kTileConfigs[kGqa128]; break;
+    case 128:
+      // a 32-row tile when every request's rows (group x drafts) fit in it
+      cfg = &kTileConfigs[(p.num_q_heads / p.num_kv_heads) * p.max_draft <= 32 ? kGqa128Bm32 : kGqa128];
+      break;
     case 256: cfg = &kTileConfigs[kGqa256]; break;
     default:
       *status = fail(FV_ERR_UNSUPPORTED_HEAD_DIM, "no fast kernel for head_dim_qk %d", p.head_dim_qk);

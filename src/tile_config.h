@@ -38,7 +38,16 @@ struct TileConfig {
   }
 };
 
-enum ConfigId { kMlaLarge = 0, kMlaSmall = 1, kGqa64 = 2, kGqa128 = 3, kGqa256 = 4, kNumConfigs = 5 };
+enum ConfigId {
+  kMlaLarge = 0,
+  kMlaSmall = 1,
+  kGqa64 = 2,
+  kGqa128 = 3,
+  kGqa256 = 4,
+  kGqa128Bm32 = 5,
+  kGqa128Bn32 = 6,
+  kNumConfigs = 7
+};
 
 // Why these shapes (bench/NOTES.md has the arithmetic):
 // - MLA large (sm_90): 64 rows x 576 of Q (72 KB) stay resident; 64-key K tiles (72 KB) double-buffered;
@@ -53,8 +62,12 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     {kMlaLarge, "mla576_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
     {kMlaSmall, "mla576_bm32_bn16_s3", 32, 16, 576, 512, 2, 2, 1, 4, 3, true, 1, false, 2, 6},
     {kGqa64, "gqa64_bm64_bn64_s4", 64, 64, 64, 64, 4, 2, 4, 2, 4, false, 2, false, 2, 4},
-    {kGqa128, "gqa128_bm64_bn32_s4", 64, 32, 128, 128, 4, 2, 4, 2, 4, false, 2, false, 2, 8},
+    {kGqa128, "gqa128_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, false, 2, 4},
     {kGqa256, "gqa256_bm64_bn16_s3", 64, 16, 256, 256, 4, 2, 4, 2, 3, false, 2, false, 2, 8},
+    // for groups x drafts <= 32 rows (GQA 32/8 with 8 drafts): half the MMA work of the 64-row tile
+    {kGqa128Bm32, "gqa128_bm32_bn64_s2", 32, 64, 128, 128, 2, 2, 2, 2, 2, false, 2, false, 2, 4},
+    // a deeper pipeline of shorter steps (tuning alternative, FLASHVERIFY_CONFIG=gqa128_bm64_bn32_s4)
+    {kGqa128Bn32, "gqa128_bm64_bn32_s4", 64, 32, 128, 128, 4, 2, 4, 2, 4, false, 2, false, 2, 8},
 };
 
 constexpr std::size_t kSmallSmemLimit = 101376;  // 99 KB: sm_86, sm_89, sm_120 per-block opt-in maximum
@@ -64,5 +77,7 @@ static_assert(kTileConfigs[kMlaSmall].smem_bytes() <= kSmallSmemLimit, "MLA smal
 static_assert(kTileConfigs[kGqa64].smem_bytes() <= kSmallSmemLimit, "GQA d64 config must fit sm_120");
 static_assert(kTileConfigs[kGqa128].smem_bytes() <= kSmallSmemLimit, "GQA d128 config must fit sm_120");
 static_assert(kTileConfigs[kGqa256].smem_bytes() <= kSmallSmemLimit, "GQA d256 config must fit sm_120");
+static_assert(kTileConfigs[kGqa128Bm32].smem_bytes() <= kSmallSmemLimit, "must fit sm_120");
+static_assert(kTileConfigs[kGqa128Bn32].smem_bytes() <= kSmallSmemLimit, "must fit sm_120");
 
 }  // namespace fv

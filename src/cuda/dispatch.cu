@@ -36,6 +36,8 @@ cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStr
     case kGqa64: return launch_verify<kGqa64, T>(p, grid, s);
     case kGqa128: return launch_verify<kGqa128, T>(p, grid, s);
     case kGqa256: return launch_verify<kGqa256, T>(p, grid, s);
+    case kGqa128Bm32: return launch_verify<kGqa128Bm32, T>(p, grid, s);
+    case kGqa128Bn32: return launch_verify<kGqa128Bn32, T>(p, grid, s);
     default: return cudaErrorInvalidValue;
   }
 }
