@@ -12,11 +12,11 @@
 
 namespace fv {
 
-constexpr int kCombineWarps = 8;
+constexpr int kCombineWarps = 16;
 constexpr int kCombineThreads = 32 * kCombineWarps;
 
-// One block per (request, draft token, q head, 128-column slice); its 8 warps take every 8th split,
-// so a request split 100 ways keeps 8 warps' worth of loads in flight per output row. The warps'
+// One block per (request, draft token, q head, 128-column slice); its 16 warps take every 16th split,
+// so a request split 100 ways has all its loads in flight at once. The warps'
 // partial sums are added in warp order: the merge does not depend on timing (deterministic).
 template <class T, int DV>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ VerifyParams p) {
@@ -45,54 +45,76 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
   const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
 
-  // the largest partial lse
-  float m = -INFINITY;
-  for (int s = threadIdx.x; s < ns; s += kCombineThreads) m = fmaxf(m, p.part_lse[row0 + s * split_stride]);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if (lane == 0) red[warp] = m;
-  __syncthreads();
-  m = red[0];
-#pragma unroll
-  for (int w = 1; w < kCombineWarps; ++w) m = fmaxf(m, red[w]);
-
+  // Each warp streams its splits in batches of kBatch: all loads of a batch are issued before any is
+  // used (one memory round trip a batch), and a running maximum rescales what was summed before, so no
+  // separate pass over the lse values is needed.
+  constexpr int kBatch = 8;
+  float m = -INFINITY, wsum = 0.f;
   float acc[VEC];
 #pragma unroll
   for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
-  float wsum = 0.f;
-  if (m != -INFINITY) {
-    const float* src = p.part_o + row0 * DV + slice * COLS + lane * VEC;
-#pragma unroll 4
-    for (int s = warp; s < ns; s += kCombineWarps) {
-      const float w = exp2f(p.part_lse[row0 + s * split_stride] - m);
-      wsum += w;
-      const float* x = src + s * split_stride * DV;
-      if constexpr (VEC == 4) {
-        const float4 f = *reinterpret_cast<const float4*>(x);
-        acc[0] += w * f.x;
-        acc[1] += w * f.y;
-        acc[2] += w * f.z;
-        acc[3] += w * f.w;
+  const float* src = p.part_o + row0 * DV + slice * COLS + lane * VEC;
+  for (int s0 = warp; s0 < ns; s0 += kCombineWarps * kBatch) {
+    float lse[kBatch], x[kBatch][VEC];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int s = s0 + u * kCombineWarps;
+      lse[u] = -INFINITY;
+      if (s < ns) {
+        lse[u] = p.part_lse[row0 + s * split_stride];
+        const float* px = src + s * split_stride * DV;
+        if constexpr (VEC == 4) {
+          const float4 f = *reinterpret_cast<const float4*>(px);
+          x[u][0] = f.x; x[u][1] = f.y; x[u][2] = f.z; x[u][3] = f.w;
+        } else {
+          const float2 f = *reinterpret_cast<const float2*>(px);
+          x[u][0] = f.x; x[u][1] = f.y;
+        }
       } else {
-        const float2 f = *reinterpret_cast<const float2*>(x);
-        acc[0] += w * f.x;
-        acc[1] += w * f.y;
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) x[u][v] = 0.f;
       }
     }
+    float mb = m;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) mb = fmaxf(mb, lse[u]);
+    if (mb == -INFINITY) continue;  // nothing visible yet
+    const float scale = exp2f(m - mb);  // 0 when m was -inf
+    wsum *= scale;
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) acc[v] *= scale;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const float w = exp2f(lse[u] - mb);  // 0 for splits that saw nothing and for padding
+      wsum += w;
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) acc[v] += w * x[u][v];
+    }
+    m = mb;
   }
 #pragma unroll
   for (int v = 0; v < VEC; ++v) part[warp][lane * VEC + v] = acc[v];
-  if (lane == 0) part_w[warp] = wsum;
+  if (lane == 0) {
+    part_w[warp] = wsum;
+    red[warp] = m;
+  }
   __syncthreads();
   if (warp != 0) return;
+  // merge the warps' states, in warp order
+  m = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w) m = fmaxf(m, red[w]);
   wsum = 0.f;
 #pragma unroll
   for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
+  if (m != -INFINITY) {
 #pragma unroll
-  for (int w = 0; w < kCombineWarps; ++w) {
-    wsum += part_w[w];
+    for (int w = 0; w < kCombineWarps; ++w) {
+      const float scale = exp2f(red[w] - m);
+      wsum += scale * part_w[w];
 #pragma unroll
-    for (int v = 0; v < VEC; ++v) acc[v] += part[w][lane * VEC + v];
+      for (int v = 0; v < VEC; ++v) acc[v] += scale * part[w][lane * VEC + v];
+    }
   }
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   const int64_t tok = qo0 + i;
