@@ -95,7 +95,7 @@ struct Verify {
   static_assert(DQK % 16 == 0 && STAGES >= 2, "tile shapes");
   // V rows are either the K tile's rows (MLA) or a tile of their own
   static constexpr int VROW_CHUNKS = V_IN_K ? QCH : VCH;
-  static constexpr bool kLateRefill = V_IN_K;
+  static constexpr bool kLateRefill = false;  // measured: issuing MLA's refill after S cost 5% (bench/NOTES.md)
 
   using QCopy = TileCopy<BM, QCH, THREADS>;
   using KCopy = TileCopy<BN, QCH, THREADS>;
