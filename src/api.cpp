@@ -145,4 +145,9 @@ FV_API const char* fv_build_info(void) {
   return info.c_str();
 }
 
+FV_API void fv_struct_sizes(size_t* problem_bytes, size_t* args_bytes) {
+  if (problem_bytes) *problem_bytes = sizeof(fv_problem);
+  if (args_bytes) *args_bytes = sizeof(fv_args);
+}
+
 }  // extern "C"

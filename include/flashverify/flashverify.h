@@ -211,6 +211,9 @@ FV_API const char* fv_last_error(void);
 FV_API int32_t fv_version(void);
 /* A static one-line description of the build: version, CUDA version, architectures compiled. */
 FV_API const char* fv_build_info(void);
+/* sizeof(fv_problem) and sizeof(fv_args) as this library was compiled: bindings (ctypes) check their
+ * mirrors of the structs against these at load time. */
+FV_API void fv_struct_sizes(size_t* problem_bytes, size_t* args_bytes);
 
 #ifdef __cplusplus
 }

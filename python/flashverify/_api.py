@@ -1,0 +1,331 @@
+"""Argument checking and the two entry points: `reference` (numpy, the float64 CPU oracle) and
+`verify_attention` (torch, CUDA). Both describe one verify call the way SGLang hands it over; see
+include/flashverify/flashverify.h for the semantics of every field."""
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Optional, Sequence, Tuple
+
+from . import _lib
+
+SUPPORTED_HEAD_DIMS = ((576, 512), (64, 64), (128, 128), (256, 256))
+
+
+# ---------------------------------------------------------------------------------------------------
+# a minimal view of numpy arrays and torch tensors: pointer, dtype name, shape, element strides, device
+
+class _T:
+    __slots__ = ("name", "obj", "ptr", "dtype", "shape", "strides", "device", "is_torch")
+
+    def __init__(self, name: str, obj: Any):
+        self.name, self.obj = name, obj
+        mod = type(obj).__module__
+        if mod.startswith("torch"):
+            self.is_torch = True
+            self.ptr = obj.data_ptr()
+            self.dtype = str(obj.dtype).replace("torch.", "")
+            self.shape = tuple(obj.shape)
+            self.strides = tuple(obj.stride())
+            self.device = "cuda" if obj.is_cuda else str(obj.device)
+        elif mod.startswith("numpy"):
+            self.is_torch = False
+            self.ptr = obj.ctypes.data
+            self.dtype = "bool" if obj.dtype.kind == "b" else str(obj.dtype)
+            self.shape = tuple(obj.shape)
+            self.strides = tuple(s // obj.itemsize for s in obj.strides)
+            self.device = "cpu"
+        else:
+            raise TypeError(f"{name}: expected a numpy array or a torch tensor, got {type(obj).__name__}")
+
+
+def _wrap(name: str, obj: Any) -> Optional[_T]:
+    return None if obj is None else _T(name, obj)
+
+
+def _require_rank(t: _T, rank: int, what: str) -> None:
+    if len(t.shape) != rank:
+        raise ValueError(f"{t.name}: expected {what} ({rank} dims), got shape {list(t.shape)}")
+
+
+def _require_last_contiguous(t: _T) -> None:
+    if t.shape and t.shape[-1] > 1 and t.strides[-1] != 1:
+        raise ValueError(f"{t.name}: the last dimension must be contiguous (stride 1), got strides {list(t.strides)}")
+
+
+_FLOAT_CODES = {"bfloat16": _lib.DTYPE_BF16, "float16": _lib.DTYPE_FP16, "float32": _lib.DTYPE_FP32}
+
+
+def _index(t: Optional[_T], device: str) -> _lib.FvIndex:
+    ix = _lib.FvIndex()
+    if t is None:
+        return ix
+    if t.dtype not in ("int32", "int64"):
+        raise TypeError(f"{t.name}: expected int32 or int64, got {t.dtype}")
+    if t.device != device:
+        raise TypeError(f"{t.name}: is on {t.device}, the call runs on {device}")
+    _require_rank(t, 1, "a 1-D index array")
+    if t.strides and t.shape[0] > 1 and t.strides[0] != 1:
+        raise ValueError(f"{t.name}: must be contiguous, got stride {t.strides[0]}")
+    ix.data = t.ptr
+    ix.dtype = _lib.INDEX_INT64 if t.dtype == "int64" else _lib.INDEX_INT32
+    return ix
+
+
+def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo_indptr, kv_indptr,
+               kv_indices, custom_mask, mask_indptr, mask_bits, parents, causal: bool, page_table,
+               page_size: int, sm_scale: float, max_draft: int, impl: int, num_kv_splits: int,
+               profile: int) -> Tuple[_lib.FvArgs, list]:
+    """Checks every tensor (dtype, device, rank, shapes agreeing, contiguous last dim) and fills fv_args.
+    Returns the args and the wrapped tensors (kept alive by the caller)."""
+    T = {n: _wrap(n, o) for n, o in dict(
+        q=q, k_draft=k_draft, v_draft=v_draft, k_pool=k_pool, v_pool=v_pool, out=out, lse=lse,
+        qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices, custom_mask=custom_mask,
+        mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents, page_table=page_table).items()}
+    for name in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "out", "qo_indptr", "kv_indptr"):
+        if T[name] is None:
+            raise ValueError(f"{name} is required")
+    for t in T.values():
+        if t is not None and t.device != device:
+            raise TypeError(f"{t.name}: is on {t.device}, expected {device}")
+
+    q_, kd, vd, kp, vp, o = (T[n] for n in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "out"))
+    _require_rank(q_, 3, "[tokens, q_heads, head_dim_qk]")
+    _require_rank(kd, 3, "[tokens, kv_heads, head_dim_qk]")
+    _require_rank(vd, 3, "[tokens, kv_heads, head_dim_v]")
+    _require_rank(kp, 3, "[slots, kv_heads, head_dim_qk]")
+    _require_rank(vp, 3, "[slots, kv_heads, head_dim_v]")
+    _require_rank(o, 3, "[tokens, q_heads, head_dim_v]")
+    for t in (q_, kd, vd, kp, vp, o):
+        _require_last_contiguous(t)
+    tokens, hq, dqk = q_.shape
+    hkv, dv = kd.shape[1], vd.shape[2]
+    if (dqk, dv) not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"q/v_draft: head dims (qk {dqk}, v {dv}) not supported; supported: {SUPPORTED_HEAD_DIMS}")
+    if hkv < 1 or hq % hkv:
+        raise ValueError(f"q: {hq} q heads is not a multiple of k_draft's {hkv} kv heads")
+    expect = {"k_draft": (tokens, hkv, dqk), "v_draft": (tokens, hkv, dv), "out": (tokens, hq, dv)}
+    for name, shape in expect.items():
+        if T[name].shape != shape:
+            raise ValueError(f"{name}: expected shape {list(shape)} to match q, got {list(T[name].shape)}")
+    if kp.shape[1:] != (hkv, dqk) or vp.shape[1:] != (hkv, dv) or vp.shape[0] != kp.shape[0]:
+        raise ValueError(f"k_pool/v_pool: expected [slots, {hkv}, {dqk}] and [slots, {hkv}, {dv}], "
+                         f"got {list(kp.shape)} and {list(vp.shape)}")
+    dt = q_.dtype
+    if dt not in _FLOAT_CODES or (device == "cuda" and dt == "float32"):
+        raise TypeError(f"q: dtype {dt} not supported on {device} (bfloat16, float16"
+                        f"{', float32' if device == 'cpu' else ''})")
+    for t in (kd, vd, kp, vp):
+        if t.dtype != dt:
+            raise TypeError(f"{t.name}: dtype {t.dtype} differs from q's {dt}")
+    out_codes = {**_FLOAT_CODES, "float64": _lib.DTYPE_FP64}
+    if o.dtype not in out_codes:
+        raise TypeError(f"out: dtype {o.dtype} not supported")
+    if T["lse"] is not None:
+        if T["lse"].dtype != "float32" or T["lse"].shape != (tokens, hq):
+            raise ValueError(f"lse: expected float32 [{tokens}, {hq}], got {T['lse'].dtype} {list(T['lse'].shape)}")
+        if hq > 1 and T["lse"].strides[1] != 1:
+            raise ValueError(f"lse: the head dimension must be contiguous, got strides {list(T['lse'].strides)}")
+
+    batch = T["qo_indptr"].shape[0] - 1 if len(T["qo_indptr"].shape) == 1 else -1
+    if batch < 0:
+        raise ValueError(f"qo_indptr: expected [batch + 1], got shape {list(T['qo_indptr'].shape)}")
+    if T["kv_indptr"].shape[0] < batch + 1:
+        raise ValueError(f"kv_indptr: has {T['kv_indptr'].shape[0]} entries, batch {batch} needs {batch + 1}")
+
+    mask_given = [n for n in ("custom_mask", "mask_bits", "parents") if T[n] is not None]
+    if len(mask_given) + bool(causal) != 1:
+        raise ValueError("give exactly one tree mask: custom_mask (+ mask_indptr), mask_bits, parents, or "
+                         f"causal=True; got {mask_given + (['causal'] if causal else [])}")
+
+    a = _lib.new_args()
+    p = a.problem
+    p.device = _lib.DEVICE_CUDA if device == "cuda" else _lib.DEVICE_CPU
+    p.impl = impl
+    p.dtype = _FLOAT_CODES[dt]
+    p.out_dtype = out_codes[o.dtype]
+    p.batch_size = batch
+    p.max_draft = int(max_draft)
+    p.num_q_heads, p.num_kv_heads, p.head_dim_qk, p.head_dim_v = hq, hkv, dqk, dv
+    p.num_kv_splits = int(num_kv_splits)
+    p.profile = int(profile)
+    a.q, a.q_stride_token, a.q_stride_head = q_.ptr, q_.strides[0], q_.strides[1]
+    a.out, a.out_stride_token, a.out_stride_head = o.ptr, o.strides[0], o.strides[1]
+    if T["lse"] is not None:
+        a.lse, a.lse_stride_token = T["lse"].ptr, T["lse"].strides[0]
+    a.k_draft, a.k_draft_stride_token, a.k_draft_stride_head = kd.ptr, kd.strides[0], kd.strides[1]
+    a.v_draft, a.v_draft_stride_token, a.v_draft_stride_head = vd.ptr, vd.strides[0], vd.strides[1]
+    a.k_pool, a.k_pool_stride_slot, a.k_pool_stride_head = kp.ptr, kp.strides[0], kp.strides[1]
+    a.v_pool, a.v_pool_stride_slot, a.v_pool_stride_head = vp.ptr, vp.strides[0], vp.strides[1]
+    a.num_slots = kp.shape[0]
+    a.qo_indptr = _index(T["qo_indptr"], device)
+    a.kv_indptr = _index(T["kv_indptr"], device)
+    if T["page_table"] is not None:
+        pt = T["page_table"]
+        if pt.dtype != "int32" or len(pt.shape) != 2 or pt.strides[1] != 1:
+            raise ValueError(f"page_table: expected a row-major int32 [batch, pages], got {pt.dtype} "
+                             f"{list(pt.shape)} strides {list(pt.strides)}")
+        p.kv_addressing = _lib.KV_PAGE_TABLE
+        p.page_size = int(page_size)
+        a.page_table, a.page_table_stride = pt.ptr, pt.strides[0]
+    else:
+        if T["kv_indices"] is None:
+            raise ValueError("kv_indices is required (or page_table)")
+        a.kv_indices = _index(T["kv_indices"], device)
+    if T["custom_mask"] is not None:
+        cm = T["custom_mask"]
+        if cm.dtype not in ("uint8", "bool") or len(cm.shape) != 1:
+            raise TypeError(f"custom_mask: expected a flat uint8 or bool array, got {cm.dtype} {list(cm.shape)}")
+        if T["mask_indptr"] is None:
+            raise ValueError("custom_mask needs mask_indptr")
+        p.mask_kind = _lib.MASK_BYTES
+        a.custom_mask = cm.ptr
+        a.mask_indptr = _index(T["mask_indptr"], device)
+    elif T["mask_bits"] is not None:
+        mb = T["mask_bits"]
+        if mb.dtype not in ("int32", "uint32") or len(mb.shape) != 2 or mb.strides[1] != 1:
+            raise TypeError(f"mask_bits: expected int32/uint32 [tokens, words], got {mb.dtype} {list(mb.shape)}")
+        p.mask_kind = _lib.MASK_BITS
+        a.mask_bits, a.mask_bits_stride = mb.ptr, mb.strides[0]
+    elif T["parents"] is not None:
+        pa = T["parents"]
+        if pa.dtype != "int32" or pa.shape != (tokens,):
+            raise TypeError(f"parents: expected int32 [{tokens}], got {pa.dtype} {list(pa.shape)}")
+        p.mask_kind = _lib.MASK_PARENTS
+        a.parents = pa.ptr
+    else:
+        p.mask_kind = _lib.MASK_CAUSAL
+    a.sm_scale = float(sm_scale)
+    return a, list(T.values())
+
+
+# ---------------------------------------------------------------------------------------------------
+
+def reference(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices=None, *,
+              sm_scale: float, custom_mask=None, mask_indptr=None, mask_bits=None, parents=None,
+              causal: bool = False, page_table=None, page_size: int = 1, max_draft: Optional[int] = None):
+    """The float64 CPU oracle on numpy arrays (float16 or float32 inputs). Returns (out, lse): out float64
+    [tokens, q_heads, head_dim_v], lse float32 [tokens, q_heads] (natural log; -inf for a row that sees
+    nothing). Every length, index and mask entry is validated first (FlashVerifyError names the bad one).
+    """
+    import numpy as np
+
+    tokens, hq = q.shape[0], q.shape[1]
+    out = np.full((tokens, hq, v_draft.shape[2]), np.nan, dtype=np.float64)
+    lse = np.full((tokens, hq), np.nan, dtype=np.float32)
+    if max_draft is None:
+        qo = np.asarray(qo_indptr)
+        max_draft = int(np.max(np.diff(qo))) if qo.shape[0] > 1 else 1
+    a, keep = build_args(device="cpu", q=q, k_draft=k_draft, v_draft=v_draft, k_pool=k_pool, v_pool=v_pool,
+                         out=out, lse=lse, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
+                         custom_mask=custom_mask, mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents,
+                         causal=causal, page_table=page_table, page_size=page_size, sm_scale=sm_scale,
+                         max_draft=max(1, max_draft), impl=_lib.IMPL_ORACLE, num_kv_splits=0, profile=0)
+    _lib.run(a, 0, 0, 0)
+    del keep
+    return out, lse
+
+
+class Workspace:
+    """Device scratch for the fast kernel, allocated once (for the largest batch it will serve) and reused
+    by every call: nothing is allocated per call. `nbytes` is what fv_workspace_size reported."""
+
+    def __init__(self, nbytes: int, device=None):
+        import torch
+
+        self.nbytes = int(nbytes)
+        self.buffer = torch.empty(max(self.nbytes, 1), dtype=torch.uint8, device=device or "cuda")
+
+    @staticmethod
+    def required_bytes(*, batch_size: int, max_draft: int, num_q_heads: int, num_kv_heads: int,
+                       head_dim_qk: int, head_dim_v: int, dtype="bfloat16", mask: str = "bytes",
+                       impl: str = "fast", num_kv_splits: int = 0, profile: str = "auto", device=None) -> int:
+        """fv_workspace_size for these shapes on `device` (default: the current CUDA device). The size
+        grows with batch_size, so the largest batch covers all smaller ones."""
+        import torch
+
+        p = _lib.FvProblem()
+        _lib.load().fv_problem_init(ctypes.byref(p))
+        p.device = _lib.DEVICE_CUDA
+        p.impl = {"fast": _lib.IMPL_FAST, "naive": _lib.IMPL_NAIVE}[impl]
+        p.dtype = _FLOAT_CODES[str(dtype).replace("torch.", "")]
+        p.batch_size, p.max_draft = batch_size, max_draft
+        p.num_q_heads, p.num_kv_heads, p.head_dim_qk, p.head_dim_v = num_q_heads, num_kv_heads, head_dim_qk, head_dim_v
+        p.mask_kind = {"bytes": _lib.MASK_BYTES, "bits": _lib.MASK_BITS, "parents": _lib.MASK_PARENTS,
+                       "causal": _lib.MASK_CAUSAL}[mask]
+        p.num_kv_splits = num_kv_splits
+        p.profile = {"auto": 0, "small_smem": 1, "large_smem": 2}[profile]
+        with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
+            return _lib.workspace_size(p)
+
+    @classmethod
+    def for_shapes(cls, device=None, **shapes) -> "Workspace":
+        return cls(cls.required_bytes(device=device, **shapes), device=device)
+
+
+def verify_attention(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices=None, *,
+                     sm_scale: float, max_draft: int, workspace: Optional[Workspace] = None,
+                     custom_mask=None, mask_indptr=None, mask_bits=None, parents=None, causal: bool = False,
+                     page_table=None, page_size: int = 1, out=None, lse=None, impl: str = "fast",
+                     num_kv_splits: int = 0, profile: str = "auto"):
+    """Tree-verify attention on CUDA tensors, queued on the current stream; returns `out`.
+
+    q [T, Hq, Dqk]; k_draft [T, Hkv, Dqk]; v_draft [T, Hkv, Dv]; k_pool [slots, Hkv, Dqk]; v_pool
+    [slots, Hkv, Dv] (MLA: the strided view k_pool[..., :512]); qo_indptr / kv_indptr [B + 1] int32 or
+    int64 (lengths are read on the device: CUDA-graph safe); kv_indices int32/int64 token slots (may be
+    over-allocated) or page_table + page_size; one mask: custom_mask (bool/uint8, SGLang's layout) +
+    mask_indptr, mask_bits, parents, or causal=True. `max_draft` bounds every request's draft count.
+    Wrong dtypes, devices, shapes or strides raise TypeError / ValueError naming the tensor before any
+    launch; a bad value the library catches raises FlashVerifyError.
+    """
+    import torch
+
+    from . import _torch_op  # noqa: F401  registers torch.ops.flashverify.verify_attention
+
+    if out is None:
+        out = torch.empty((q.shape[0], q.shape[1], v_draft.shape[2]), dtype=q.dtype, device=q.device)
+    impl_code = {"fast": _lib.IMPL_FAST, "naive": _lib.IMPL_NAIVE}.get(impl)
+    if impl_code is None:
+        raise ValueError(f"impl: expected 'fast' or 'naive', got {impl!r}")
+    profile_code = {"auto": 0, "small_smem": 1, "large_smem": 2}[profile]
+    # checks shapes and dtypes now, before the op is recorded or launched (while torch.compile traces, the
+    # tensors are fakes without storage: the op checks them when it runs)
+    if not torch.compiler.is_compiling():
+        build_args(device="cuda", q=q, k_draft=k_draft, v_draft=v_draft, k_pool=k_pool, v_pool=v_pool, out=out,
+                   lse=lse, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
+                   custom_mask=custom_mask, mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents,
+                   causal=causal, page_table=page_table, page_size=page_size, sm_scale=sm_scale,
+                   max_draft=max_draft, impl=impl_code, num_kv_splits=num_kv_splits, profile=profile_code)
+    ws = workspace.buffer if workspace is not None else None
+    torch.ops.flashverify.verify_attention(
+        q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
+        mask_bits, parents, page_table, out, lse, ws, float(sm_scale), int(max_draft), bool(causal),
+        int(page_size), int(impl_code), int(num_kv_splits), int(profile_code))
+    return out
+
+
+def run_on_tensors(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                   mask_indptr, mask_bits, parents, page_table, out, lse, workspace, sm_scale: float,
+                   max_draft: int, causal: bool, page_size: int, impl: int, num_kv_splits: int,
+                   profile: int) -> None:
+    """The body of the torch op: build fv_args and launch on the current stream."""
+    import torch
+
+    a, keep = build_args(device="cuda", q=q, k_draft=k_draft, v_draft=v_draft, k_pool=k_pool, v_pool=v_pool,
+                         out=out, lse=lse, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
+                         custom_mask=custom_mask, mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents,
+                         causal=causal, page_table=page_table, page_size=page_size, sm_scale=sm_scale,
+                         max_draft=max_draft, impl=impl, num_kv_splits=num_kv_splits, profile=profile)
+    ws_ptr, ws_bytes = (workspace.data_ptr(), workspace.numel()) if workspace is not None else (0, 0)
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _lib.run(a, ws_ptr, ws_bytes, stream)
+    del keep
+
+
+def build_info() -> str:
+    return _lib.load().fv_build_info().decode()
+
+
+def version() -> Tuple[int, int, int]:
+    v = _lib.load().fv_version()
+    return (v >> 16) & 0xFF, (v >> 8) & 0xFF, v & 0xFF

@@ -1,0 +1,202 @@
+"""FlashVerifyBackend: SGLang's Triton attention backend with flashverify serving target verify.
+
+The subclass changes one thing. TritonAttnBackend.forward_extend saves the draft tokens' K/V into the
+pool, builds every argument, and calls `self.extend_attention_fwd(...)`. That attribute is replaced by a
+dispatcher: on a target-verify call whose layer flashverify supports it runs flashverify on exactly the
+tensors the parent prepared (same pool, same qo/kv indptr, kv_indices, custom mask, mask_indptr, scale);
+everything else goes to the original Triton function. So the KV save, the metadata, both generations of
+CUDA-graph hooks and every other mode stay SGLang's own code.
+
+Environment:
+  FLASHVERIFY_DISABLE=1   never serve (everything goes to Triton)
+  FLASHVERIFY_SHADOW=N    every N-th served call (outside graph capture) also runs Triton into a scratch
+                          output, logs the difference, and on a mismatch (> 2e-2 relative) keeps Triton's
+                          result and falls back for good.
+`stats` counts served calls, fallbacks by reason, and shadow checks.
+"""
+from __future__ import annotations
+
+import collections
+import inspect
+import logging
+import os
+from typing import Optional
+
+import torch
+from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
+
+from .. import _lib
+from .._api import SUPPORTED_HEAD_DIMS, Workspace, verify_attention
+
+logger = logging.getLogger(__name__)
+
+stats = collections.Counter()
+SHADOW_TOLERANCE = 2e-2
+
+
+def _as_slot_rows(buf: torch.Tensor) -> Optional[torch.Tensor]:
+    if buf.dim() == 3:
+        return buf
+    if buf.dim() == 4 and buf.stride(0) == buf.shape[1] * buf.stride(1):
+        return torch.as_strided(buf, (buf.shape[0] * buf.shape[1], buf.shape[2], buf.shape[3]),
+                                (buf.stride(1), buf.stride(2), buf.stride(3)), buf.storage_offset())
+    return None
+
+
+class FlashVerifyBackend(TritonAttnBackend):
+    def __init__(self, model_runner, *args, **kwargs):
+        super().__init__(model_runner, *args, **kwargs)
+        self._triton_extend = self.extend_attention_fwd
+        self._triton_signature = inspect.signature(
+            getattr(self._triton_extend, "__wrapped__", self._triton_extend))
+        self.extend_attention_fwd = self._extend_dispatch
+        self._target_verify = False
+        self._disabled = os.environ.get("FLASHVERIFY_DISABLE", "") == "1"
+        self._shadow_every = int(os.environ.get("FLASHVERIFY_SHADOW", "0") or 0)
+        self._served = 0
+        self._workspace: Optional[Workspace] = None
+        self._ws_need = {}
+        self._logged = set()
+        if self._disabled:
+            self._log_once("disabled", "flashverify: FLASHVERIFY_DISABLE=1, every call goes to Triton")
+
+    # ---- hooks -------------------------------------------------------------------------------------
+    def forward_extend(self, q, k, v, layer, forward_batch, *args, **kwargs):
+        self._target_verify = forward_batch.forward_mode.is_target_verify()
+        try:
+            return super().forward_extend(q, k, v, layer, forward_batch, *args, **kwargs)
+        finally:
+            self._target_verify = False
+
+    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int, *args, **kwargs):
+        super().init_cuda_graph_state(max_bs, max_num_tokens, *args, **kwargs)
+        # the workspace every captured graph will use: sized for the largest batch, allocated now
+        try:
+            k_buf = self.token_to_kv_pool.get_key_buffer(self._first_full_layer())
+            v_buf = self.token_to_kv_pool.get_value_buffer(self._first_full_layer())
+            dims = (k_buf.shape[-1], v_buf.shape[-1])
+            if dims in SUPPORTED_HEAD_DIMS and k_buf.dtype in (torch.bfloat16, torch.float16):
+                need = Workspace.required_bytes(
+                    batch_size=max_bs, max_draft=max(1, self.num_draft_tokens or 1), num_q_heads=self.num_head,
+                    num_kv_heads=k_buf.shape[-2], head_dim_qk=dims[0], head_dim_v=dims[1], dtype=k_buf.dtype,
+                    device=k_buf.device)
+                self._workspace = Workspace(need, device=k_buf.device)
+        except Exception as e:  # the backend still works: eager calls size it on first use
+            self._log_once("ws-init", f"flashverify: no workspace preallocated ({e}); verify graphs use Triton")
+
+    def _first_full_layer(self) -> int:
+        return getattr(self.token_to_kv_pool, "start_layer", 0) or 0
+
+    # ---- dispatch ----------------------------------------------------------------------------------
+    def _log_once(self, key: str, msg: str) -> None:
+        if key not in self._logged:
+            self._logged.add(key)
+            logger.info(msg)
+
+    def _fallback(self, reason: str, args, kwargs):
+        stats["fallback:" + reason] += 1
+        if reason != "not-target-verify":
+            self._log_once("fb:" + reason, f"flashverify: falling back to Triton for {reason}")
+        return self._triton_extend(*args, **kwargs)
+
+    def _unsupported(self, a) -> Optional[str]:
+        if not self._target_verify:
+            return "not-target-verify"
+        if self._disabled:
+            return "disabled"
+        if a.get("logit_cap") not in (None, 0, 0.0):
+            return "logit_cap"
+        if (a.get("sliding_window_size") or -1) > -1:
+            return "sliding_window"
+        if a.get("sinks") is not None:
+            return "sinks"
+        if (a.get("xai_temperature_len") or -1) > 0:
+            return "xai_temperature"
+        if a.get("score_mod") is not None:
+            return "score_mod"
+        if a.get("lse_extend") is not None or a.get("skip_prefix") or a.get("skip_extend"):
+            return "dcp"
+        q, k_buffer = a["q_extend"], a["k_buffer"]
+        if q.dtype not in (torch.bfloat16, torch.float16) or k_buffer.dtype != q.dtype:
+            return "fp8_or_dtype"
+        for s in (a.get("k_scale"), a.get("v_scale")):
+            if s is not None and float(s) != 1.0:
+                return "kv_scale"
+        if (a["k_extend"].shape[-1], a["v_extend"].shape[-1]) not in SUPPORTED_HEAD_DIMS:
+            return "head_dim"
+        if a["custom_mask"] is None and not a["is_causal"]:
+            return "non_causal"
+        return None
+
+    def _extend_dispatch(self, *args, **kwargs):
+        bound = self._triton_signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        reason = self._unsupported(a)
+        if reason is not None:
+            return self._fallback(reason, args, kwargs)
+
+        q, o = a["q_extend"], a["o_extend"]
+        k_ext, v_ext = a["k_extend"], a["v_extend"]
+        # kv_indices hold token slots at every page size; a paged [pages, page_size, H, D] buffer whose pages
+        # are evenly spaced is the same memory as [slots, H, D]
+        k_buf, v_buf = _as_slot_rows(a["k_buffer"]), _as_slot_rows(a["v_buffer"])
+        if k_buf is None or v_buf is None:
+            return self._fallback("page_layout", args, kwargs)
+        mla = (k_ext.shape[-1], v_ext.shape[-1]) == (576, 512)
+        if mla:
+            # MLA's V is the first 512 columns of the latent row. The pool's value buffer is that view;
+            # the parent passes v.contiguous() (a copy of the same columns) for the draft tokens, so the
+            # draft V is taken as the view of k_extend too.
+            if v_buf.data_ptr() != k_buf.data_ptr() or v_buf.stride() != k_buf.stride():
+                return self._fallback("mla_v_not_view_of_k", args, kwargs)
+            v_ext = k_ext[..., :512]
+        batch = a["qo_indptr"].shape[0] - 1
+        max_draft = int(a["max_len_extend"])
+        ws = self._ensure_workspace(q, k_ext, v_ext, batch, max_draft, mask="bytes" if a["custom_mask"] is not None else "causal")
+        if ws is None:
+            return self._fallback("workspace", args, kwargs)
+        try:
+            verify_attention(
+                q, k_ext, v_ext, k_buf, v_buf, a["qo_indptr"], a["kv_indptr"], a["kv_indices"],
+                custom_mask=a["custom_mask"], mask_indptr=a["mask_indptr"] if a["custom_mask"] is not None else None,
+                causal=a["custom_mask"] is None, sm_scale=float(a["sm_scale"]), max_draft=max_draft,
+                workspace=ws, out=o)
+        except (_lib.FlashVerifyError, ValueError, TypeError) as e:
+            return self._fallback(f"error:{type(e).__name__}:{getattr(e, 'status', '')}", args, kwargs)
+        stats["served"] += 1
+        self._served += 1
+        if self._shadow_every and self._served % self._shadow_every == 0 and not torch.cuda.is_current_stream_capturing():
+            self._shadow_check(args, kwargs, o)
+        return o
+
+    def _ensure_workspace(self, q, k_ext, v_ext, batch, max_draft, mask) -> Optional[Workspace]:
+        key = (batch, max_draft, q.shape[1], k_ext.shape[1], k_ext.shape[-1], v_ext.shape[-1], q.dtype, mask, q.device)
+        need = self._ws_need.get(key)
+        if need is None:
+            need = Workspace.required_bytes(batch_size=batch, max_draft=max_draft, num_q_heads=q.shape[1],
+                                            num_kv_heads=k_ext.shape[1], head_dim_qk=k_ext.shape[-1],
+                                            head_dim_v=v_ext.shape[-1], dtype=q.dtype, mask=mask, device=q.device)
+            self._ws_need[key] = need
+        if self._workspace is not None and self._workspace.nbytes >= need:
+            return self._workspace
+        if torch.cuda.is_current_stream_capturing():
+            return None  # never allocate inside a captured region
+        self._workspace = Workspace(need, device=q.device)
+        self._log_once(f"ws:{need}", f"flashverify: workspace {need} bytes")
+        return self._workspace
+
+    def _shadow_check(self, args, kwargs, o):
+        bound = self._triton_signature.bind(*args, **kwargs)
+        ref = torch.empty_like(o)
+        bound.arguments["o_extend"] = ref
+        self._triton_extend(*bound.args, **bound.kwargs)
+        err = ((o.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30)).item()
+        stats["shadow_checks"] += 1
+        logger.info("flashverify shadow check %d: relative L2 difference to Triton %.2e", stats["shadow_checks"], err)
+        if not err <= SHADOW_TOLERANCE:  # NaN counts as a mismatch
+            stats["shadow_mismatch"] += 1
+            logger.error("flashverify: output differs from Triton by %.2e (> %.0e); using Triton from now on",
+                         err, SHADOW_TOLERANCE)
+            o.copy_(ref)
+            self._disabled = True

@@ -1,0 +1,267 @@
+"""GPU: the torch op on SGLang-layout inputs against SGLang's own Triton `extend_attention_fwd` (run from
+its public source, extracted by ../shared/tools/extract-sglang-kernels into .sglang-kernels/, kept out of
+git) and against a float64 torch reference; CUDA-graph capture -> rewrite the metadata in place -> replay;
+argument errors raised before any launch. Skipped with the reason where torch, CUDA or the extracted
+kernels are missing."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import flashverify  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KERNELS = os.environ.get("FV_SGLANG_KERNELS", os.path.join(REPO, ".sglang-kernels"))
+
+
+def sglang_extend():
+    if not os.path.isdir(os.path.join(KERNELS, "sglang")):
+        pytest.skip(f"SGLang's Triton kernels not extracted at {KERNELS} (../shared/tools/extract-sglang-kernels)")
+    if KERNELS not in sys.path:
+        sys.path.insert(0, KERNELS)
+    try:
+        from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+    except ImportError:
+        from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
+    return extend_attention_fwd
+
+
+def tree_parents(rng, n, kind):
+    if kind == "chain":
+        return [-1] + list(range(n - 1))
+    par = [-1]
+    for i in range(1, n):
+        par.append(int(rng.integers(0, i)))
+    return par
+
+
+class SGLangBatch:
+    """Inputs exactly as TritonAttnBackend hands them to extend_attention_fwd in target verify."""
+
+    def __init__(self, seed, *, mla, batch, n, hq, hkv=1, d=128, max_prefix=3000, mask_dtype=torch.bool,
+                 qo_dtype=torch.int32, dtype=torch.bfloat16, padded=1, extra_slots=64, tree="random"):
+        rng = np.random.default_rng(seed)
+        dev = "cuda"
+        self.mla, self.n, self.batch = mla, n, batch
+        dqk, dv = (576, 512) if mla else (d, d)
+        self.hq, self.hkv, self.dqk, self.dv = hq, hkv, dqk, dv
+        prefixes = [int(x) for x in rng.integers(1, max_prefix, batch)]
+        for b in range(min(padded, batch - 1)):
+            prefixes[batch - 1 - b] = -1  # SGLang's CUDA-graph padding: prefix 1 at slot 0
+        plen = [1 if p < 0 else p for p in prefixes]
+        total = sum(p for p in prefixes if p > 0)
+        num_slots = 1 + total + extra_slots
+        perm = rng.permutation(np.arange(1, num_slots))
+        idx, pos = [], 0
+        for p in prefixes:
+            if p < 0:
+                idx.append([0])
+            else:
+                idx.append(perm[pos:pos + p])
+                pos += p
+        kv_indices = np.concatenate(idx + [np.full(97, 10**9)])  # over-allocated, tail never read
+        T = batch * n
+        g = torch.Generator(device=dev).manual_seed(seed)
+        rnd = lambda *shape: (torch.rand(*shape, generator=g, device=dev) * 2 - 1).to(dtype)
+        self.q = rnd(T, hq, dqk)
+        self.k_extend = rnd(T, hkv, dqk)
+        self.k_buffer = rnd(num_slots, hkv, dqk)
+        if mla:
+            self.v_buffer = self.k_buffer[..., :dv]  # MLATokenToKVPool.get_value_buffer: a strided view
+            self.v_extend = self.k_extend[..., :dv].contiguous()
+        else:
+            self.v_buffer = rnd(num_slots, hkv, dv)
+            self.v_extend = rnd(T, hkv, dv)
+        self.qo_indptr = torch.arange(0, (batch + 1) * n, n, dtype=qo_dtype, device=dev)
+        self.kv_indptr = torch.tensor(np.concatenate([[0], np.cumsum(plen)]), dtype=torch.int32, device=dev)
+        self.kv_indices = torch.tensor(kv_indices, dtype=torch.int64, device=dev)
+        chunks, mind = [], [0]
+        self.parents = []
+        for b in range(batch):
+            par = tree_parents(rng, n, tree)
+            self.parents.append(par)
+            m = np.ones((n, plen[b] + n), dtype=np.uint8)
+            m[:, plen[b]:] = 0
+            for i in range(n):
+                j = i
+                while j >= 0:
+                    m[i, plen[b] + j] = 1
+                    j = par[j]
+            chunks.append(m.reshape(-1))
+            mind.append(mind[-1] + m.size)
+        self.custom_mask = torch.tensor(np.concatenate(chunks), device=dev).to(mask_dtype)
+        self.mask_indptr = torch.tensor(mind, dtype=torch.int64, device=dev)
+        self.plen, self.sm_scale = plen, (192 ** -0.5 if mla else dqk ** -0.5)
+
+    def reference(self):
+        """float64 dense attention with the tree mask."""
+        out = torch.zeros(self.q.shape[0], self.hq, self.dv, dtype=torch.float64, device="cuda")
+        g = self.hq // self.hkv
+        kv_ind = self.kv_indices.tolist()
+        for b in range(self.batch):
+            kv0 = int(self.kv_indptr[b])
+            slots = torch.tensor(kv_ind[kv0:kv0 + self.plen[b]], device="cuda")
+            for i in range(self.n):
+                t = b * self.n + i
+                vis, j = [], i
+                while j >= 0:
+                    vis.append(b * self.n + j)
+                    j = self.parents[b][j]
+                vis = torch.tensor(vis, device="cuda")
+                for hk in range(self.hkv):
+                    keys = torch.cat([self.k_buffer[slots, hk], self.k_extend[vis, hk]]).double()
+                    vals = torch.cat([self.v_buffer[slots, hk], self.v_extend[vis, hk]]).double()
+                    qs = self.q[t, hk * g:(hk + 1) * g].double()
+                    w = torch.softmax(qs @ keys.T * self.sm_scale, dim=-1)
+                    out[t, hk * g:(hk + 1) * g] = w @ vals
+        return out
+
+    def run_triton(self, extend):
+        o = torch.empty(self.q.shape[0], self.hq, self.dv, dtype=self.q.dtype, device="cuda")
+        extend(self.q, self.k_extend, self.v_extend, o, self.k_buffer, self.v_buffer, self.qo_indptr,
+               self.kv_indptr, self.kv_indices, self.custom_mask, True, self.mask_indptr, self.n, 1.0, 1.0,
+               self.sm_scale)
+        return o
+
+    def fv_inputs(self):
+        v_ext = self.k_extend[..., :self.dv] if self.mla else self.v_extend
+        return (self.q, self.k_extend, v_ext, self.k_buffer, self.v_buffer, self.qo_indptr, self.kv_indptr,
+                self.kv_indices)
+
+    def workspace(self):
+        return flashverify.Workspace.for_shapes(batch_size=self.batch, max_draft=self.n, num_q_heads=self.hq,
+                                                num_kv_heads=self.hkv, head_dim_qk=self.dqk, head_dim_v=self.dv,
+                                                dtype=self.q.dtype)
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+CASES = [
+    dict(mla=True, batch=3, n=8, hq=16, mask_dtype=torch.bool, qo_dtype=torch.int32),
+    dict(mla=True, batch=2, n=16, hq=8, mask_dtype=torch.uint8, qo_dtype=torch.int64, dtype=torch.float16),
+    dict(mla=True, batch=4, n=4, hq=128, mask_dtype=torch.uint8, qo_dtype=torch.int64, tree="chain"),
+    dict(mla=False, batch=3, n=8, hq=32, hkv=8, d=128, mask_dtype=torch.bool, qo_dtype=torch.int32),
+    dict(mla=False, batch=2, n=16, hq=8, hkv=1, d=128, mask_dtype=torch.uint8, qo_dtype=torch.int64),
+    dict(mla=False, batch=3, n=6, hq=16, hkv=2, d=64, mask_dtype=torch.uint8, qo_dtype=torch.int32,
+         dtype=torch.float16),
+    dict(mla=False, batch=2, n=8, hq=8, hkv=4, d=256, mask_dtype=torch.bool, qo_dtype=torch.int64),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_matches_sglang_triton_extend(case):
+    extend = sglang_extend()
+    sb = SGLangBatch(100 + case, **CASES[case])
+    ref = sb.reference()
+    tri = sb.run_triton(extend)
+    out = torch.full_like(tri, float("nan"))
+    flashverify.verify_attention(*sb.fv_inputs(), custom_mask=sb.custom_mask, mask_indptr=sb.mask_indptr,
+                                 sm_scale=sb.sm_scale, max_draft=sb.n, workspace=sb.workspace(), out=out)
+    torch.cuda.synchronize()
+    e_fv, e_tri, e_between = rel(out, ref), rel(tri, ref), rel(out, tri)
+    print(f"case {case}: flashverify {e_fv:.2e}, triton {e_tri:.2e}, between {e_between:.2e}")
+    assert not torch.isnan(out).any()
+    assert e_fv <= 1e-2 and e_between <= 1e-2
+    assert e_fv <= max(2 * e_tri, 1e-3), (e_fv, e_tri)
+
+
+@pytest.mark.parametrize("mla", [True, False])
+def test_cuda_graph_capture_rewrite_replay(mla):
+    """Capture the op once; rewrite qo/kv indptr, kv_indices, the mask and mask_indptr in place (as SGLang
+    does before each replay), replay, and compare with the reference for the new contents."""
+    kw = dict(mla=mla, batch=3, n=8, hq=16 if mla else 32, hkv=1 if mla else 8, qo_dtype=torch.int64,
+              mask_dtype=torch.uint8, max_prefix=2000)
+    base = SGLangBatch(7, **kw)
+    ws = base.workspace()
+    # buffers at fixed addresses, sized for the largest contents any rewrite below can have
+    cap_slots, cap_idx, cap_mask = 3 * 2000 + 200, 3 * 2000 + 200, 3 * 8 * 2100
+    bufs = dict(q=base.q.clone(), k_extend=base.k_extend.clone(), qo_indptr=base.qo_indptr.clone(),
+                kv_indptr=base.kv_indptr.clone(), mask_indptr=base.mask_indptr.clone(),
+                k_buffer=torch.zeros(cap_slots, base.hkv, base.dqk, dtype=base.q.dtype, device="cuda"),
+                kv_indices=torch.zeros(cap_idx, dtype=torch.int64, device="cuda"),
+                custom_mask=torch.zeros(cap_mask, dtype=torch.uint8, device="cuda"))
+    bufs["v_buffer"] = (bufs["k_buffer"][..., :base.dv] if mla else
+                        torch.zeros(cap_slots, base.hkv, base.dv, dtype=base.q.dtype, device="cuda"))
+    bufs["v_extend"] = bufs["k_extend"][..., :base.dv] if mla else base.v_extend.clone()
+    out = torch.empty(base.q.shape[0], base.hq, base.dv, dtype=base.q.dtype, device="cuda")
+
+    def load(sb):
+        for name in ("q", "k_extend", "qo_indptr", "kv_indptr", "mask_indptr"):
+            bufs[name].copy_(getattr(sb, name))
+        bufs["k_buffer"].zero_()
+        bufs["k_buffer"][:sb.k_buffer.shape[0]].copy_(sb.k_buffer)
+        if not mla:
+            bufs["v_extend"].copy_(sb.v_extend)
+            bufs["v_buffer"].zero_()
+            bufs["v_buffer"][:sb.v_buffer.shape[0]].copy_(sb.v_buffer)
+        bufs["kv_indices"][:sb.kv_indices.numel()].copy_(sb.kv_indices)
+        bufs["custom_mask"][:sb.custom_mask.numel()].copy_(sb.custom_mask.to(torch.uint8))
+
+    def call():
+        flashverify.verify_attention(bufs["q"], bufs["k_extend"], bufs["v_extend"], bufs["k_buffer"],
+                                     bufs["v_buffer"], bufs["qo_indptr"], bufs["kv_indptr"], bufs["kv_indices"],
+                                     custom_mask=bufs["custom_mask"], mask_indptr=bufs["mask_indptr"],
+                                     sm_scale=base.sm_scale, max_draft=base.n, workspace=ws, out=out)
+
+    load(base)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        call()  # warm-up outside the graph
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for r in range(3):
+        sb = SGLangBatch(50 + r, **{**kw, "max_prefix": 1500 + 200 * r, "tree": ["random", "chain", "random"][r]})
+        assert sb.k_buffer.shape[0] <= cap_slots and sb.kv_indices.numel() <= cap_idx
+        assert sb.custom_mask.numel() <= cap_mask
+        load(sb)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        e = rel(out, sb.reference())
+        print(f"replay {r}: rel L2 {e:.2e}")
+        assert e <= 1e-2
+
+
+def test_errors_before_launch():
+    sb = SGLangBatch(3, mla=False, batch=2, n=4, hq=8, hkv=2, d=64)
+    args = sb.fv_inputs()
+    kw = dict(custom_mask=sb.custom_mask, mask_indptr=sb.mask_indptr, sm_scale=sb.sm_scale, max_draft=4,
+              workspace=sb.workspace())
+    with pytest.raises(TypeError, match="k_draft: dtype"):
+        flashverify.verify_attention(args[0], args[1].half(), *args[2:], **kw)
+    with pytest.raises(TypeError, match="is on cpu"):
+        flashverify.verify_attention(*args[:7], args[7].cpu(), **kw)
+    with pytest.raises(ValueError, match="v_draft: expected shape"):
+        flashverify.verify_attention(args[0], args[1], args[2][:-1], *args[3:], **kw)
+    with pytest.raises(ValueError, match="last dimension must be contiguous"):
+        flashverify.verify_attention(args[0].transpose(1, 2).contiguous().transpose(1, 2), *args[1:], **kw)
+    small = flashverify.Workspace(16)
+    with pytest.raises(flashverify.FlashVerifyError, match="FV_ERR_WORKSPACE_TOO_SMALL"):
+        flashverify.verify_attention(*args, **{**kw, "workspace": small})
+
+
+def test_torch_compile_traces_the_op():
+    sb = SGLangBatch(9, mla=False, batch=2, n=4, hq=8, hkv=1, d=128, max_prefix=500)
+    ws = sb.workspace()
+
+    def f(q):
+        out = torch.empty(q.shape[0], sb.hq, sb.dv, dtype=q.dtype, device=q.device)
+        return flashverify.verify_attention(q, *sb.fv_inputs()[1:], custom_mask=sb.custom_mask,
+                                            mask_indptr=sb.mask_indptr, sm_scale=sb.sm_scale, max_draft=4,
+                                            workspace=ws, out=out) * 1.0
+
+    compiled = torch.compile(f, fullgraph=False)
+    got = compiled(sb.q)
+    torch.cuda.synchronize()
+    assert rel(got, sb.reference()) <= 1e-2

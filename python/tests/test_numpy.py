@@ -1,0 +1,209 @@
+"""The numpy / CPU path: the oracle through ctypes against an independent dense numpy computation, the
+mask forms and addressing modes agreeing, and argument validation. Runs without torch and without a GPU."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import flashverify
+from flashverify import FlashVerifyError
+
+
+def make_problem(rng, *, mla=False, batch=3, max_draft=6, hq=4, hkv=2, d=64, dtype=np.float32):
+    if mla:
+        hq, hkv, dqk, dv = 4, 1, 576, 512
+    else:
+        dqk = dv = d
+    drafts = [max_draft] + list(rng.integers(1, max_draft + 1, batch - 1))
+    prefixes = list(rng.integers(0, 40, batch))
+    T, P = sum(drafts), sum(prefixes)
+    num_slots = P + 11
+    slots = rng.permutation(num_slots)[:P]
+    q = rng.uniform(-1, 1, (T, hq, dqk)).astype(dtype)
+    k_draft = rng.uniform(-1, 1, (T, hkv, dqk)).astype(dtype)
+    k_pool = rng.uniform(-1, 1, (num_slots, hkv, dqk)).astype(dtype)
+    if mla:
+        v_draft, v_pool = k_draft[..., :dv], k_pool[..., :dv]  # strided views, as SGLang passes them
+    else:
+        v_draft = rng.uniform(-1, 1, (T, hkv, dv)).astype(dtype)
+        v_pool = rng.uniform(-1, 1, (num_slots, hkv, dv)).astype(dtype)
+    qo = np.concatenate([[0], np.cumsum(drafts)]).astype(np.int32)
+    kv = np.concatenate([[0], np.cumsum(prefixes)]).astype(np.int32)
+    parents = []
+    for n in drafts:
+        par = [-1] + [int(rng.integers(-1, i)) if rng.random() < 0.9 else -1 for i in range(1, n)]
+        par = [p if p < i else -1 for i, p in enumerate(par)]
+        parents += par
+    return dict(q=q, k_draft=k_draft, v_draft=v_draft, k_pool=k_pool, v_pool=v_pool, qo_indptr=qo, kv_indptr=kv,
+                kv_indices=slots.astype(np.int64), parents=np.array(parents, dtype=np.int32), drafts=drafts,
+                prefixes=prefixes)
+
+
+def ancestors(parents_local, i):
+    out = set()
+    while i >= 0:
+        out.add(i)
+        i = parents_local[i]
+    return out
+
+
+def dense_numpy(pb, sm_scale):
+    """An independent float64 computation: gather, dense scores, masked softmax."""
+    q, kd, vd, kp, vp = (pb[n].astype(np.float64) for n in ("q", "k_draft", "v_draft", "k_pool", "v_pool"))
+    hq, hkv = q.shape[1], kd.shape[1]
+    g = hq // hkv
+    out = np.zeros((q.shape[0], hq, vd.shape[2]))
+    lse = np.zeros((q.shape[0], hq))
+    for b, (n, p) in enumerate(zip(pb["drafts"], pb["prefixes"])):
+        qo0, kv0 = pb["qo_indptr"][b], pb["kv_indptr"][b]
+        slots = pb["kv_indices"][kv0:kv0 + p]
+        par = pb["parents"][qo0:qo0 + n]
+        for i in range(n):
+            vis = sorted(ancestors(par, i))
+            for h in range(hq):
+                keys = np.concatenate([kp[slots, h // g], kd[qo0 + np.array(vis, dtype=int), h // g]])
+                vals = np.concatenate([vp[slots, h // g], vd[qo0 + np.array(vis, dtype=int), h // g]])
+                s = keys @ q[qo0 + i, h] * sm_scale
+                w = np.exp(s - s.max())
+                out[qo0 + i, h] = w @ vals / w.sum()
+                lse[qo0 + i, h] = s.max() + np.log(w.sum())
+    return out, lse
+
+
+def masks_for(pb):
+    """The same tree as SGLang's byte mask (+ mask_indptr) and as packed bits."""
+    chunks, indptr, bits = [], [0], []
+    max_n = max(pb["drafts"])
+    words = (max_n + 31) // 32
+    for b, (n, p) in enumerate(zip(pb["drafts"], pb["prefixes"])):
+        qo0 = pb["qo_indptr"][b]
+        par = pb["parents"][qo0:qo0 + n]
+        m = np.ones((n, p + n), dtype=np.uint8)
+        m[:, p:] = 0
+        for i in range(n):
+            row = np.zeros(words, dtype=np.uint32)
+            for j in ancestors(par, i):
+                m[i, p + j] = 1
+                row[j // 32] |= np.uint32(1 << (j % 32))
+            bits.append(row)
+        chunks.append(m.reshape(-1))
+        indptr.append(indptr[-1] + n * (p + n))
+    return np.concatenate(chunks), np.array(indptr, dtype=np.int64), np.stack(bits).view(np.int32)
+
+
+@pytest.mark.parametrize("mla", [False, True])
+def test_oracle_matches_dense_numpy_for_every_mask_form(mla):
+    rng = np.random.default_rng(7 + mla)
+    pb = make_problem(rng, mla=mla)
+    scale = 0.125  # exactly representable: the library takes sm_scale as a float32
+    want, want_lse = dense_numpy(pb, scale)
+    mask, mask_indptr, bits = masks_for(pb)
+    common = {k: pb[k] for k in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "qo_indptr", "kv_indptr", "kv_indices")}
+    for form in (dict(custom_mask=mask, mask_indptr=mask_indptr), dict(custom_mask=mask.astype(bool), mask_indptr=mask_indptr),
+                 dict(mask_bits=bits), dict(parents=pb["parents"])):
+        out, lse = flashverify.reference(**common, sm_scale=scale, **form)
+        np.testing.assert_allclose(out, want, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(lse, want_lse, rtol=1e-6, atol=1e-6)
+
+
+def test_page_table_and_index_widths_agree():
+    rng = np.random.default_rng(3)
+    pb = make_problem(rng, batch=2)
+    common = {k: pb[k] for k in ("q", "k_draft", "v_draft", "qo_indptr", "kv_indptr")}
+    base, _ = flashverify.reference(**common, k_pool=pb["k_pool"], v_pool=pb["v_pool"], kv_indices=pb["kv_indices"],
+                                    parents=pb["parents"], sm_scale=0.2)
+    narrow, _ = flashverify.reference(**common, k_pool=pb["k_pool"], v_pool=pb["v_pool"],
+                                      kv_indices=pb["kv_indices"].astype(np.int32), parents=pb["parents"], sm_scale=0.2)
+    assert np.array_equal(base, narrow)
+    # the same tokens placed in pages of 4
+    ps = 4
+    pages_per = [-(-p // ps) for p in pb["prefixes"]]
+    table = np.full((2, max(pages_per) + 1), -1, dtype=np.int32)
+    kp = np.full((sum(pages_per) * ps + ps, pb["k_pool"].shape[1], pb["k_pool"].shape[2]), np.nan, dtype=np.float32)
+    vp = np.full((kp.shape[0],) + pb["v_pool"].shape[1:], np.nan, dtype=np.float32)
+    page = 1
+    for b, p in enumerate(pb["prefixes"]):
+        kv0 = pb["kv_indptr"][b]
+        for pg in range(pages_per[b]):
+            table[b, pg] = page
+            for o in range(ps):
+                t = pg * ps + o
+                if t < p:
+                    kp[page * ps + o] = pb["k_pool"][pb["kv_indices"][kv0 + t]]
+                    vp[page * ps + o] = pb["v_pool"][pb["kv_indices"][kv0 + t]]
+            page += 1
+    paged, _ = flashverify.reference(**common, k_pool=kp, v_pool=vp, page_table=table, page_size=ps,
+                                     parents=pb["parents"], sm_scale=0.2)
+    assert np.array_equal(base, paged)
+    assert np.isfinite(paged).all()  # NaN rows of the pool nobody references never leak
+
+
+def test_validation_names_the_argument():
+    rng = np.random.default_rng(5)
+    pb = make_problem(rng)
+    common = {k: pb[k] for k in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "qo_indptr", "kv_indptr", "kv_indices")}
+    with pytest.raises(ValueError, match="exactly one tree mask"):
+        flashverify.reference(**common, sm_scale=0.1)
+    with pytest.raises(ValueError, match="k_draft: expected shape"):
+        flashverify.reference(**{**common, "k_draft": pb["k_draft"][:-1]}, parents=pb["parents"], sm_scale=0.1)
+    with pytest.raises(ValueError, match="not a multiple"):
+        flashverify.reference(**{**common, "q": np.zeros((pb["q"].shape[0], 3, 64), np.float32)},
+                              parents=pb["parents"], sm_scale=0.1)
+    with pytest.raises(ValueError, match="head dims"):
+        bad = {n: np.zeros(a.shape[:-1] + (48,), np.float32) for n, a in common.items() if a.ndim == 3}
+        flashverify.reference(**{**common, **bad}, parents=pb["parents"], sm_scale=0.1)
+    with pytest.raises(TypeError, match="k_pool: dtype float16 differs"):
+        flashverify.reference(**{**common, "k_pool": pb["k_pool"].astype(np.float16)}, parents=pb["parents"], sm_scale=0.1)
+    with pytest.raises(TypeError, match="kv_indptr: expected int32 or int64"):
+        flashverify.reference(**{**common, "kv_indptr": pb["kv_indptr"].astype(np.float32)}, parents=pb["parents"],
+                              sm_scale=0.1)
+    # values the library checks: a slot past the pool, a cycle in the tree
+    bad_idx = pb["kv_indices"].copy()
+    bad_idx[0] = pb["k_pool"].shape[0]
+    with pytest.raises(FlashVerifyError, match="FV_ERR_BAD_INDEX: .*kv_indices\\[0\\]"):
+        flashverify.reference(**{**common, "kv_indices": bad_idx}, parents=pb["parents"], sm_scale=0.1)
+    cyc = pb["parents"].copy()
+    cyc[1] = 1
+    with pytest.raises(FlashVerifyError, match="FV_ERR_BAD_MASK"):
+        flashverify.reference(**common, parents=cyc, sm_scale=0.1)
+    mask, mask_indptr, _ = masks_for(pb)
+    mask_indptr[1] += 1
+    with pytest.raises(FlashVerifyError, match="FV_ERR_MASK_INDPTR"):
+        flashverify.reference(**common, custom_mask=mask, mask_indptr=mask_indptr, sm_scale=0.1)
+
+
+def test_build_info_and_version():
+    assert flashverify.version() == (0, 1, 0)
+    assert "flashverify 0.1.0" in flashverify.build_info()
+
+
+def test_imports_without_torch():
+    # a fresh interpreter where importing torch fails: the package and its numpy path still work
+    code = (
+        "import sys, builtins\n"
+        "real = builtins.__import__\n"
+        "def guard(name, *a, **k):\n"
+        "    if name == 'torch' or name.startswith('torch.'): raise ImportError('torch blocked')\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = guard\n"
+        "import flashverify, numpy as np\n"
+        "assert 'torch' not in sys.modules\n"
+        "q = np.ones((1, 1, 64), np.float32); kv = np.ones((1, 1, 64), np.float32)\n"
+        "o, l = flashverify.reference(q, kv, kv, kv, kv, np.array([0, 1], np.int32), np.array([0, 1], np.int32),\n"
+        "                             np.array([0], np.int64), causal=True, sm_scale=1.0)\n"
+        "assert abs(o[0, 0, 0] - 1.0) < 1e-12\n"
+        "print('ok')\n")
+    import os
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..") + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_sglang_backend_import_is_lazy():
+    import importlib.util
+    if importlib.util.find_spec("sglang") is None:
+        pytest.skip("SGLang is not installed here: the backend module is exercised on the GPU machine "
+                    "through ../shared/tools/sglang-stubkit (scripts/device-check --only python)")
+    import flashverify.sglang  # noqa: F401
