@@ -99,7 +99,7 @@ CaseSpec sweep_case(int idx, uint64_t seed) {
   // trim to a bounded oracle cost: fewer heads, then fewer drafts, then a shorter prefix
   int B = 1 + static_cast<int>(rng() % 4);
   auto cost = [&]() { return double(B) * N * s.hq * (double(P) + N) * (s.dqk + s.dv) * 2; };
-  const double cap = 3e9;
+  const double cap = 1.5e9;  // float64 oracle work per problem (~0.1-0.5 s on 16 cores)
   while (cost() > cap && B > 1) --B;
   while (cost() > cap && mla && s.hq > 1) s.hq = std::max(1, s.hq / 8);
   while (cost() > cap && !mla && s.hq > s.hkv) { s.hq /= 2; if (s.hq % s.hkv) s.hq = s.hkv; }
