@@ -16,6 +16,23 @@ import sys
 
 tree, kit = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 pytest_args = sys.argv[3:]
+
+# SGLang's kit builds its cases with toy head dims (dense 16, MLA rank 32 without rope), below the
+# closed list flashverify serves (MLA 512 + 64 rope; 64/128/256), so every verify call would fall back.
+# The scratch copy of the tree is run with production dims instead: MLA 512 + 64, dense 128.
+if os.environ.get("FV_KIT_PRODUCTION_DIMS", "1") == "1":
+    import re
+
+    kit_dir = os.path.join(tree, "python/sglang/test/kits/attention_unittest/attention_methods")
+    for fname, subs in (("mla_attention.py", [("DEFAULT_KV_LORA_RANK", "512"), ("DEFAULT_QK_ROPE_HEAD_DIM", "64")]),
+                        ("dense_attention.py", [("DEFAULT_HEAD_DIM", "128")])):
+        path = os.path.join(kit_dir, fname)
+        src = open(path).read()
+        for name, value in subs:
+            src, n = re.subn(rf"^{name} = \d+", f"{name} = {value}", src, flags=re.M)
+            assert n == 1, f"{fname}: {name} not found"
+        open(path, "w").write(src)
+    print("[flashverify] SGLang kit run with production head dims (MLA 512+64, dense 128)", flush=True)
 sys.path.insert(0, kit)
 import sgl_stubs  # noqa: E402
 
