@@ -134,16 +134,20 @@ fv_status run_reference(const fv_args& a) {
       const int hk = h / group;
       for (int d = 0; d < dqk; ++d) q[d] = load_elem(a.q, dt, t * a.q_stride_token + h * a.q_stride_head + d);
       double max_score = -std::numeric_limits<double>::infinity();
-      for (size_t k = 0; k < keys.size(); ++k) {
-        const void* kbase;
-        int64_t off;
-        if (keys[k] >= 0) {
-          kbase = a.k_pool;
-          off = keys[k] * a.k_pool_stride_slot + hk * a.k_pool_stride_head;
-        } else {
-          kbase = a.k_draft;
-          off = (qo0 + (-1 - keys[k])) * a.k_draft_stride_token + hk * a.k_draft_stride_head;
+      // where key k's K (want_v = false) or V row starts: a pool slot, or a draft token (-1 - j)
+      auto row = [&](int64_t key, bool want_v, int64_t* off) -> const void* {
+        if (key >= 0) {
+          *off = key * (want_v ? a.v_pool_stride_slot : a.k_pool_stride_slot) +
+                 hk * (want_v ? a.v_pool_stride_head : a.k_pool_stride_head);
+          return want_v ? a.v_pool : a.k_pool;
         }
+        *off = (qo0 + (-1 - key)) * (want_v ? a.v_draft_stride_token : a.k_draft_stride_token) +
+               hk * (want_v ? a.v_draft_stride_head : a.k_draft_stride_head);
+        return want_v ? a.v_draft : a.k_draft;
+      };
+      for (size_t k = 0; k < keys.size(); ++k) {
+        int64_t off;
+        const void* kbase = row(keys[k], false, &off);
         double s = 0;
         for (int d = 0; d < dqk; ++d) s += q[d] * load_elem(kbase, dt, off + d);
         scores[k] = s * static_cast<double>(a.sm_scale);
@@ -154,15 +158,8 @@ fv_status run_reference(const fv_args& a) {
       for (size_t k = 0; k < keys.size(); ++k) {
         const double w = std::exp(scores[k] - max_score);
         denom += w;
-        const void* vbase;
         int64_t off;
-        if (keys[k] >= 0) {
-          vbase = a.v_pool;
-          off = keys[k] * a.v_pool_stride_slot + hk * a.v_pool_stride_head;
-        } else {
-          vbase = a.v_draft;
-          off = (qo0 + (-1 - keys[k])) * a.v_draft_stride_token + hk * a.v_draft_stride_head;
-        }
+        const void* vbase = row(keys[k], true, &off);
         for (int d = 0; d < dv; ++d) acc[d] += w * load_elem(vbase, dt, off + d);
       }
       // a row that sees no key at all (possible only with a user mask that hides the token itself
