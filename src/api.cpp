@@ -1,5 +1,6 @@
 // The C ABI: validate, plan, dispatch. Nothing throws across it.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -41,6 +42,15 @@ fv_status guarded(const char* fn, F&& body) {
 }
 
 }  // namespace
+
+bool check_mode_from_env() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLASHVERIFY_CHECK");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
 }  // namespace fv
 
 extern "C" {
@@ -99,6 +109,10 @@ FV_API fv_status fv_run(const fv_args* args, void* workspace, size_t workspace_b
       return fv::run_reference(*args);
     }
     if (p.batch_size == 0) return FV_OK;
+    if ((p.flags & FV_FLAG_CHECK_INDICES) || fv::check_mode_from_env()) {
+      st = fv::cuda_check_inputs(*args, stream);
+      if (st != FV_OK) return st;
+    }
     if (plan.impl == FV_IMPL_NAIVE) return fv::cuda_run_naive(*args, stream);
     return fv::cuda_run_fast(*args, plan, workspace, stream);
   });

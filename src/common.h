@@ -43,6 +43,9 @@ fv_status validate_problem(const fv_problem& p, const char* fn);
 fv_status validate_args(const fv_args& a, const char* fn);
 fv_status validate_device_data(const fv_args& a, const char* fn);
 
+// FLASHVERIFY_CHECK=1 in the environment (read once).
+bool check_mode_from_env();
+
 // The float64 oracle (src/reference.cpp). Arguments were validated by the caller.
 fv_status run_reference(const fv_args& a);
 

@@ -120,7 +120,9 @@ fv_status validate_problem(const fv_problem& p, const char* fn) {
     return fail(FV_ERR_INVALID_VALUE, "%s: problem.num_kv_splits (%d) must be in 0..4096", fn, p.num_kv_splits);
   if (p.profile < FV_PROFILE_AUTO || p.profile > FV_PROFILE_LARGE_SMEM)
     return fail(FV_ERR_INVALID_VALUE, "%s: problem.profile (%d) is not an fv_profile", fn, p.profile);
-  if (p.flags != 0) return fail(FV_ERR_INVALID_VALUE, "%s: problem.flags (%d) must be 0", fn, p.flags);
+  if ((p.flags & ~FV_FLAG_CHECK_INDICES) != 0)
+    return fail(FV_ERR_INVALID_VALUE, "%s: problem.flags (0x%x) has bits other than FV_FLAG_CHECK_INDICES (0x%x)", fn,
+                static_cast<unsigned>(p.flags), static_cast<unsigned>(FV_FLAG_CHECK_INDICES));
   return FV_OK;
 }
 
@@ -227,6 +229,10 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
   for (int b = 0; b < B; ++b) {
     const int64_t qo0 = index_at(a.qo_indptr, b), n = index_at(a.qo_indptr, b + 1) - qo0;
     const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;
+    if (p.kv_addressing == FV_KV_PAGE_TABLE && (plen + p.page_size - 1) / p.page_size > a.page_table_stride)
+      return fail(FV_ERR_BAD_INDEX, "%s: request %d's prefix (%" PRId64 " tokens) needs %" PRId64
+                  " pages of %d, more than a page_table row holds (page_table_stride %" PRId64 ")", fn, b, plen,
+                  (plen + p.page_size - 1) / p.page_size, p.page_size, a.page_table_stride);
     for (int64_t t = 0; t < plen; ++t) {
       int64_t slot;
       if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {

@@ -113,6 +113,18 @@ typedef enum fv_profile {
   FV_PROFILE_LARGE_SMEM = 2  /* force the large-tile configuration (needs ~227 KB: sm_90/sm_100) */
 } fv_profile;
 
+/* fv_problem.flags bits. */
+enum {
+  /* Index checking: before any kernel follows them, check on the device that every length, slot index,
+     page id and parent is in range (slots and pages against num_slots) and that the indptr arrays are
+     monotone; a bad one is returned as an error status (FV_ERR_BAD_INDEX, FV_ERR_INCONSISTENT_LENGTHS,
+     FV_ERR_MASK_INDPTR, FV_ERR_BAD_MASK, ...) naming the request, position and value, and nothing is read
+     out of bounds. Costs one small kernel and one host synchronisation per call, so it cannot be captured
+     in a CUDA graph (FV_ERR_UNSUPPORTED under capture). The environment variable FLASHVERIFY_CHECK=1
+     (read once, at the first fv_run) turns it on for every call. */
+  FV_FLAG_CHECK_INDICES = 1
+};
+
 /* An index array: int32 or int64 elements. */
 typedef struct fv_index {
   const void* data;
@@ -141,7 +153,7 @@ typedef struct fv_problem {
   int32_t num_kv_splits;/* 0: automatic. >0: the number of KV partitions the batch's work is cut
                            into (1 = no request is split); for tests and tuning */
   int32_t profile;      /* fv_profile */
-  int32_t flags;        /* reserved, 0 */
+  int32_t flags;        /* FV_FLAG_* bits; 0 for none */
 } fv_problem;
 
 /* One verify call. Strides are in elements; the last dimension of every tensor is contiguous. */

@@ -13,6 +13,10 @@ fv_status cuda_current_device(DeviceProps* props);
 // Queues the fast kernel's launches (prepare, split-KV verify, combine) on `stream`.
 fv_status cuda_run_fast(const fv_args& args, const Plan& plan, void* workspace, void* stream);
 
+// Index-checking mode: checks every length, slot, page id and parent on the device, synchronises `stream`
+// and returns the first bad entry as an error (the CPU validator's message). Refused under capture.
+fv_status cuda_check_inputs(const fv_args& args, void* stream);
+
 // Queues the naive reference kernel on `stream`.
 fv_status cuda_run_naive(const fv_args& args, void* stream);
 

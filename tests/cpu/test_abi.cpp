@@ -175,6 +175,23 @@ TEST_F(AbiFixture, BadIndices) {
   EXPECT_REJECTED(run(), FV_ERR_BAD_INDEX, "kv_indices[3]", "= -1");
 }
 
+TEST_F(AbiFixture, PageTableRowTooShort) {
+  const HostProblem paged = fvt::relayout(hp, FV_KV_PAGE_TABLE, 4, true, 3);  // prefixes 5 and 9: 2 and 3 pages
+  std::vector<int32_t> table = paged.page_table;
+  fv_args b = a;
+  b.problem.kv_addressing = FV_KV_PAGE_TABLE;
+  b.problem.page_size = 4;
+  b.page_table = table.data();
+  b.page_table_stride = paged.page_table_stride;
+  b.k_pool = paged.k_pool.data();
+  b.v_pool = paged.v_pool.data();
+  b.num_slots = paged.num_slots;
+  ASSERT_GE(paged.page_table_stride, 3);
+  EXPECT_EQ(fv_run(&b, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  b.page_table_stride = 2;  // request 1 needs 3 pages
+  EXPECT_REJECTED(fv_run(&b, nullptr, 0, nullptr), FV_ERR_BAD_INDEX, "request 1", "3 pages", "page_table_stride 2");
+}
+
 TEST_F(AbiFixture, BadParents) {
   a.problem.mask_kind = FV_MASK_PARENTS;
   std::vector<int32_t> parents = hp.parents;
@@ -237,8 +254,11 @@ TEST_F(AbiFixture, InvalidEnumsAndScalars) {
   a.problem.profile = 3;
   EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "problem.profile (3)");
   a = good;
-  a.problem.flags = 1;
-  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "problem.flags (1)");
+  a.problem.flags = 2;
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "problem.flags (0x2)", "FV_FLAG_CHECK_INDICES");
+  a = good;
+  a.problem.flags = FV_FLAG_CHECK_INDICES;  // the CPU path checks every index anyway
+  EXPECT_EQ(run(), FV_OK) << fv_last_error();
   a = good;
   a.sm_scale = std::nanf("");
   EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "sm_scale");
