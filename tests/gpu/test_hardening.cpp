@@ -1,0 +1,506 @@
+// GPU suite, hostile inputs and numerics (issue: hostile inputs, faults and long runs):
+//  - index-checking mode: every kind of bad length / slot / page / parent is reported as a status with the
+//    CPU validator's message, nothing is read out of bounds (run under compute-sanitizer memcheck too),
+//    valid inputs pass and give the right answer, and the mode refuses CUDA-graph capture;
+//  - 64-bit offsets: pool rows and query/output rows whose element offsets pass 2^31, and 1024 requests;
+//  - numerics: very large logits, NaN/Inf in pool rows nobody references, sm_scale 0 and negative, batches
+//    of padded requests; each against the float64 oracle;
+//  - every kernel instantiation (each tile configuration in bf16 and fp16, the naive kernel, the check
+//    kernel) on a small problem, so that the sanitizer runs cover all of them.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_common.h"
+#include "testkit.h"
+
+namespace {
+
+using fvt::CaseSpec;
+using fvt::HostProblem;
+
+CaseSpec base_case(bool mla, uint64_t seed) {
+  CaseSpec s;
+  if (mla) {
+    s.hq = 16; s.hkv = 1; s.dqk = 576; s.dv = 512;
+  } else {
+    s.hq = 8; s.hkv = 2; s.dqk = 128; s.dv = 128;
+  }
+  s.max_draft = 8;
+  s.draft = {8, 3, 6};
+  s.prefix = {1200, 333, 70};
+  s.tree = fvt::Tree::Random;
+  s.seed = seed;
+  return s;
+}
+
+template <class T>
+bool put_device(const void* dst, int64_t index, T value) {
+  return cudaMemcpy(static_cast<T*>(const_cast<void*>(dst)) + index, &value, sizeof(T), cudaMemcpyHostToDevice) ==
+         cudaSuccess;
+}
+
+template <class T>
+T get_device(const void* src, int64_t index) {
+  T v{};
+  cudaMemcpy(&v, static_cast<const T*>(src) + index, sizeof(T), cudaMemcpyDeviceToHost);
+  return v;
+}
+
+// Writes `value` into a device index array of either width at `index`; returns the old value.
+int64_t poke_index(const fv_index& ix, int64_t index, int64_t value) {
+  if (ix.dtype == FV_INDEX_INT64) {
+    const int64_t old = get_device<int64_t>(ix.data, index);
+    EXPECT_TRUE(put_device<int64_t>(ix.data, index, value));
+    return old;
+  }
+  const int64_t old = get_device<int32_t>(ix.data, index);
+  EXPECT_TRUE(put_device<int32_t>(ix.data, index, static_cast<int32_t>(value)));
+  return old;
+}
+
+fv_status run_checked(fvt::DeviceProblem& dp, fv_args a) {
+  a.problem.flags |= FV_FLAG_CHECK_INDICES;
+  return fv_run(&a, dp.workspace(), dp.workspace_bytes(), nullptr);
+}
+
+// ------------------------------------------------------------------------------------------------------
+// index-checking mode
+
+TEST(CheckMode, ValidInputsPassAndAreComputedNormally) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 21;
+  for (int variant = 0; variant < 3; ++variant) {
+    CaseSpec s = base_case(variant != 1, seed + variant);
+    if (variant == 1) {
+      s.addressing = FV_KV_PAGE_TABLE;
+      s.page_size = 16;
+      s.mask_kind = FV_MASK_PARENTS;
+      s.indices_i64 = false;
+    }
+    if (variant == 2) s.prefix = {0, -1, 5};  // an empty prefix and a padded request
+    SCOPED_TRACE(s.describe());
+    const HostProblem hp = fvt::make_problem(s);
+    for (int impl : {FV_IMPL_FAST, FV_IMPL_NAIVE}) {
+      fvt::DeviceProblem dp(hp, impl);
+      ASSERT_TRUE(dp.ok()) << dp.error();
+      ASSERT_EQ(run_checked(dp, dp.args()), FV_OK) << fv_last_error();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      fvt::Reference ref;
+      ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+      fvt::GpuRun r;
+      ASSERT_TRUE(dp.download(&r.out, &r.lse, nullptr));
+      fvt::Comparison c;
+      fvg::check_against_oracle(hp, ref, r, impl == FV_IMPL_FAST ? "fast+check" : "naive+check", &c);
+    }
+  }
+}
+
+struct Corruption {
+  const char* what;
+  fv_status want;
+  std::vector<std::string> needles;
+};
+
+// One bad entry at a time, written into the device copy of a valid problem; the checked call must name it
+// and return its status; the unchecked kernels must never have run on it (memcheck covers this test).
+TEST(CheckMode, EveryKindOfBadEntryIsReported) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 22;
+  int tried = 0, reported = 0;
+  auto expect_reported = [&](fvt::DeviceProblem& dp, const Corruption& c) {
+    ++tried;
+    const fv_status st = run_checked(dp, dp.args());
+    const std::string msg = fv_last_error();
+    EXPECT_EQ(st, c.want) << c.what << ": " << fv_status_string(st) << ": " << msg;
+    bool named = st == c.want;
+    for (const std::string& n : c.needles) {
+      EXPECT_NE(msg.find(n), std::string::npos) << c.what << ": message '" << msg << "' lacks '" << n << "'";
+      named &= msg.find(n) != std::string::npos;
+    }
+    reported += named;
+    std::printf("[ check    ] %-40s -> %s: %s\n", c.what, fv_status_string(st), msg.c_str());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  };
+
+  {  // token slots (int64 and int32), byte mask
+    for (bool i64 : {true, false}) {
+      CaseSpec s = base_case(true, seed);
+      s.indices_i64 = i64;
+      const HostProblem hp = fvt::make_problem(s);
+      fvt::DeviceProblem dp(hp);
+      ASSERT_TRUE(dp.ok()) << dp.error();
+      const fv_args& a = dp.args();
+      const int64_t k = hp.kv_indptr[1] + 17;  // request 1, prefix token 17
+      int64_t old = poke_index(a.kv_indices, k, hp.num_slots);
+      expect_reported(dp, {"slot one past the pool", FV_ERR_BAD_INDEX,
+                           {"kv_indices[" + std::to_string(k) + "]", "request 1", std::to_string(hp.num_slots)}});
+      poke_index(a.kv_indices, k, -1);
+      expect_reported(dp, {"negative slot", FV_ERR_BAD_INDEX, {"kv_indices[" + std::to_string(k) + "]", "= -1"}});
+      if (i64) {
+        poke_index(a.kv_indices, k, int64_t(1) << 40);
+        expect_reported(dp, {"slot 2^40", FV_ERR_BAD_INDEX, {std::to_string(int64_t(1) << 40)}});
+      }
+      poke_index(a.kv_indices, k, old);
+      ASSERT_EQ(run_checked(dp, a), FV_OK) << "restored: " << fv_last_error();
+
+      old = poke_index(a.kv_indptr, 2, hp.kv_indptr[1] - 5);  // request 1's prefix would be negative
+      expect_reported(dp, {"kv_indptr decreasing", FV_ERR_INCONSISTENT_LENGTHS, {"kv_indptr decreases", "request 1"}});
+      poke_index(a.kv_indptr, 2, old);
+
+      old = poke_index(a.qo_indptr, 1, hp.qo_indptr[1] + s.max_draft + 1);  // more drafts than max_draft
+      expect_reported(dp, {"draft count above max_draft", FV_ERR_INCONSISTENT_LENGTHS, {"max_draft"}});
+      poke_index(a.qo_indptr, 1, old);
+
+      old = poke_index(a.qo_indptr, 0, -3);
+      expect_reported(dp, {"negative qo_indptr[0]", FV_ERR_BAD_LENGTH, {"qo_indptr[0]", "-3"}});
+      poke_index(a.qo_indptr, 0, old);
+
+      old = poke_index(a.mask_indptr, 2, hp.mask_indptr[2] + 1);
+      expect_reported(dp, {"mask_indptr off by one", FV_ERR_MASK_INDPTR, {"mask_indptr[1..2]", "request 1"}});
+      poke_index(a.mask_indptr, 2, old);
+      ASSERT_EQ(run_checked(dp, a), FV_OK) << "restored: " << fv_last_error();
+    }
+  }
+  {  // page table, parents
+    CaseSpec s = base_case(false, seed + 1);
+    s.addressing = FV_KV_PAGE_TABLE;
+    s.page_size = 16;
+    s.mask_kind = FV_MASK_PARENTS;
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::DeviceProblem dp(hp);
+    ASSERT_TRUE(dp.ok()) << dp.error();
+    const fv_args& a = dp.args();
+    const int64_t cell = hp.page_table_stride * 0 + 5;  // request 0, page 5
+    const int32_t old_page = get_device<int32_t>(a.page_table, cell);
+    put_device<int32_t>(a.page_table, cell, static_cast<int32_t>(hp.num_slots / 16 + 3));
+    expect_reported(dp, {"page past the pool", FV_ERR_BAD_INDEX, {"page_table[0, 5]"}});
+    put_device<int32_t>(a.page_table, cell, -7);
+    expect_reported(dp, {"negative page", FV_ERR_BAD_INDEX, {"page_table[0, 5]", "-7"}});
+    put_device<int32_t>(a.page_table, cell, old_page);
+
+    fv_args short_rows = a;  // request 0 (1200 tokens) needs 75 pages of 16
+    short_rows.page_table_stride = 40;
+    ++tried;
+    const fv_status st = run_checked(dp, short_rows);
+    EXPECT_EQ(st, FV_ERR_BAD_INDEX) << fv_last_error();
+    reported += st == FV_ERR_BAD_INDEX;
+    std::printf("[ check    ] %-40s -> %s: %s\n", "page_table row too short", fv_status_string(st), fv_last_error());
+
+    const int64_t q1 = hp.qo_indptr[2];  // request 2 has 6 drafts
+    const int32_t old_par = get_device<int32_t>(a.parents, q1 + 3);
+    put_device<int32_t>(a.parents, q1 + 3, 6);
+    expect_reported(dp, {"parent out of range", FV_ERR_BAD_INDEX, {"parents[" + std::to_string(q1 + 3) + "]", "= 6"}});
+    put_device<int32_t>(a.parents, q1 + 3, 3);  // its own parent
+    expect_reported(dp, {"self-parent", FV_ERR_BAD_MASK, {"cycle", "request 2"}});
+    const int32_t old_par4 = get_device<int32_t>(a.parents, q1 + 4);
+    put_device<int32_t>(a.parents, q1 + 3, 4);
+    put_device<int32_t>(a.parents, q1 + 4, 3);  // 3 -> 4 -> 3
+    expect_reported(dp, {"two-node cycle", FV_ERR_BAD_MASK, {"cycle", "request 2"}});
+    put_device<int32_t>(a.parents, q1 + 3, old_par);
+    put_device<int32_t>(a.parents, q1 + 4, old_par4);
+    ASSERT_EQ(run_checked(dp, a), FV_OK) << "restored: " << fv_last_error();
+  }
+  std::printf("[ check    ] %d bad inputs tried, %d reported with their status and position\n", tried, reported);
+  EXPECT_EQ(tried, reported);
+}
+
+TEST(CheckMode, RefusedUnderGraphCapture) {
+  REQUIRE_GPU();
+  const HostProblem hp = fvt::make_problem(base_case(false, fvt::session_seed() + 23));
+  fvt::DeviceProblem dp(hp);
+  ASSERT_TRUE(dp.ok()) << dp.error();
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  fv_args a = dp.args();
+  a.problem.flags |= FV_FLAG_CHECK_INDICES;
+  const fv_status st = fv_run(&a, dp.workspace(), dp.workspace_bytes(), stream);
+  const std::string msg = fv_last_error();
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  EXPECT_EQ(st, FV_ERR_UNSUPPORTED);
+  EXPECT_NE(msg.find("capture"), std::string::npos) << msg;
+  if (graph) cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// ------------------------------------------------------------------------------------------------------
+// 64-bit offsets
+
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
+  }
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+// The problem's pool moved up by `shift` rows in a larger pool, and q / out / LSE rows spread `stride`
+// elements apart, so that pool offsets (slot x row stride) and token offsets (token x row stride) pass 2^31
+// elements while only a few MB are touched. Indices stay int32 where the spec says so: the products must be
+// formed in 64 bits regardless.
+void run_far_offsets(const HostProblem& hp, int impl, int64_t shift, int64_t q_stride, int64_t out_stride,
+                     int64_t lse_stride) {
+  const CaseSpec& s = hp.spec;
+  fvt::DeviceProblem dp(hp, impl);
+  ASSERT_TRUE(dp.ok()) << dp.error();
+  fv_args a = dp.args();
+  const int64_t T = hp.total_q;
+  const int64_t krow = int64_t(s.hkv) * s.dqk, vrow = int64_t(s.hkv) * s.dv;
+  const int64_t slots = shift + hp.num_slots;
+  DevBuf kpool(size_t(slots * krow) * 2), vpool(s.mla() ? 0 : size_t(slots * vrow) * 2);
+  DevBuf q(size_t(T * q_stride) * 2), out(size_t(T * out_stride) * 2), lse(size_t(T * lse_stride) * 4);
+  ASSERT_TRUE(kpool.p && (s.mla() || vpool.p) && q.p && out.p && lse.p) << "device allocation failed";
+  uint16_t* kp = static_cast<uint16_t*>(kpool.p);
+  ASSERT_EQ(cudaMemset(kp, 0xFF, size_t(shift * krow) * 2), cudaSuccess);  // NaN below the moved pool
+  ASSERT_EQ(cudaMemcpy(kp + shift * krow, hp.k_pool.data(), hp.k_pool.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  a.k_pool = kp;
+  if (s.mla()) {
+    a.v_pool = kp;
+  } else {
+    uint16_t* vp = static_cast<uint16_t*>(vpool.p);
+    ASSERT_EQ(cudaMemset(vp, 0xFF, size_t(shift * vrow) * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(vp + shift * vrow, hp.v_pool.data(), hp.v_pool.size() * 2, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    a.v_pool = vp;
+  }
+  a.num_slots = slots;
+  std::vector<int32_t> idx32, pages;
+  std::vector<int64_t> idx64;
+  DevBuf didx(std::max<size_t>(8, hp.kv_indices.size() * 8)), dpt(std::max<size_t>(4, hp.page_table.size() * 4));
+  if (s.addressing == FV_KV_TOKEN_SLOTS) {
+    for (int64_t v : hp.kv_indices) {
+      idx32.push_back(static_cast<int32_t>(v + shift));
+      idx64.push_back(v + shift);
+    }
+    if (s.indices_i64) cudaMemcpy(didx.p, idx64.data(), idx64.size() * 8, cudaMemcpyHostToDevice);
+    else cudaMemcpy(didx.p, idx32.data(), idx32.size() * 4, cudaMemcpyHostToDevice);
+    a.kv_indices.data = didx.p;
+  } else {
+    ASSERT_EQ(shift % s.page_size, 0);
+    for (int32_t v : hp.page_table) pages.push_back(static_cast<int32_t>(v + shift / s.page_size));
+    cudaMemcpy(dpt.p, pages.data(), pages.size() * 4, cudaMemcpyHostToDevice);
+    a.page_table = static_cast<const int32_t*>(dpt.p);
+  }
+  ASSERT_EQ(cudaMemcpy2D(q.p, size_t(q_stride) * 2, hp.q.data(), size_t(hp.q_stride_token) * 2,
+                         size_t(s.hq) * s.dqk * 2, size_t(T), cudaMemcpyHostToDevice), cudaSuccess);
+  a.q = q.p;
+  a.q_stride_token = q_stride;
+  ASSERT_EQ(cudaMemset(out.p, 0xFF, size_t(T * out_stride) * 2), cudaSuccess);
+  ASSERT_EQ(cudaMemset(lse.p, 0xFF, size_t(T * lse_stride) * 4), cudaSuccess);
+  a.out = out.p;
+  a.out_stride_token = out_stride;
+  a.lse = static_cast<float*>(lse.p);
+  a.lse_stride_token = lse_stride;
+  ASSERT_EQ(fv_run(&a, dp.workspace(), dp.workspace_bytes(), nullptr), FV_OK) << fv_last_error();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  fvt::GpuRun r;
+  std::vector<uint16_t> raw(size_t(T) * s.hq * s.dv);
+  ASSERT_EQ(cudaMemcpy2D(raw.data(), size_t(s.hq) * s.dv * 2, out.p, size_t(out_stride) * 2, size_t(s.hq) * s.dv * 2,
+                         size_t(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  r.out.resize(raw.size());
+  for (size_t e = 0; e < raw.size(); ++e) r.out[e] = fvt::bits_to_float(raw[e], s.dtype);
+  r.lse.resize(size_t(T) * s.hq);
+  ASSERT_EQ(cudaMemcpy2D(r.lse.data(), size_t(s.hq) * 4, lse.p, size_t(lse_stride) * 4, size_t(s.hq) * 4, size_t(T),
+                         cudaMemcpyDeviceToHost), cudaSuccess);
+  fvt::Reference ref;
+  ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+  fvt::Comparison c;
+  fvg::check_against_oracle(hp, ref, r, impl == FV_IMPL_NAIVE ? "naive" : "fast", &c);
+  std::printf("[ offsets  ] %-70s %s: last pool row at element %lld, last q row at %lld: rel L2 %.2e\n",
+              s.describe().c_str(), impl == FV_IMPL_NAIVE ? "naive" : "fast",
+              static_cast<long long>((slots - 1) * krow), static_cast<long long>((T - 1) * q_stride), c.rel_l2);
+}
+
+TEST(Offsets64, PoolAndTokenRowsPast2To31Elements) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 31;
+  const int64_t two31 = int64_t(1) << 31;
+  {  // MLA, int32 slots: slot x 576 passes 2^31 from slot 3,728,271 on
+    CaseSpec s = base_case(true, seed);
+    s.indices_i64 = false;
+    const HostProblem hp = fvt::make_problem(s);
+    const int64_t shift = 4'000'000;
+    const int64_t T = hp.total_q;
+    const int64_t qs = ((two31 / (T - 1)) / 8 + 1) * 8 + 8 * 16;  // multiple of 8, (T-1) x qs > 2^31
+    for (int impl : {FV_IMPL_FAST, FV_IMPL_NAIVE}) {
+      SCOPED_TRACE(impl);
+      run_far_offsets(hp, impl, shift, qs, qs, qs);
+    }
+  }
+  {  // GQA d256 with two KV heads, page table of 16: page x 16 x 512 passes 2^31
+    CaseSpec s = base_case(false, seed + 1);
+    s.hq = 8; s.hkv = 2; s.dqk = s.dv = 256;
+    s.addressing = FV_KV_PAGE_TABLE;
+    s.page_size = 16;
+    const HostProblem hp = fvt::make_problem(s);
+    const int64_t shift = 4'300'800;  // 268,800 pages of 16
+    const int64_t T = hp.total_q;
+    const int64_t qs = ((two31 / (T - 1)) / 8 + 1) * 8;
+    for (int impl : {FV_IMPL_FAST, FV_IMPL_NAIVE}) {
+      SCOPED_TRACE(impl);
+      run_far_offsets(hp, impl, shift, qs, qs, qs / 2);
+    }
+  }
+}
+
+TEST(Offsets64, ThousandRequests) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 32;
+  for (bool mla : {true, false}) {
+    CaseSpec s = base_case(mla, seed + mla);
+    s.hq = 8;
+    s.max_draft = 4;
+    s.draft.clear();
+    s.prefix.clear();
+    uint64_t x = seed;
+    for (int b = 0; b < 1024; ++b) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      s.draft.push_back(1 + static_cast<int>((x >> 33) % 4));
+      s.prefix.push_back(b % 97 == 5 ? -1 : static_cast<int>((x >> 17) % 200));
+    }
+    SCOPED_TRACE(s.describe());
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::Reference ref;
+    ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+    fvt::Comparison cf, cn;
+    fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), "fast", &cf);
+    fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_NAIVE), "naive", &cn);
+    std::printf("[ batch1024] %s fast %.2e naive %.2e\n", mla ? "MLA" : "GQA", cf.rel_l2, cn.rel_l2);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// numerics
+
+void expect_matches_oracle(const HostProblem& hp, const char* label) {
+  fvt::Reference ref;
+  ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK) << fv_last_error();
+  fvt::Comparison cf, cn;
+  fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), "fast", &cf);
+  fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_NAIVE), "naive", &cn);
+  EXPECT_LE(cf.rel_l2, std::max(2 * cn.rel_l2, fvg::kFloorVsNaive)) << label << ": fast vs naive";
+  std::printf("[ numerics ] %-28s %-70s fast %.2e naive %.2e\n", label, hp.spec.describe().c_str(), cf.rel_l2,
+              cn.rel_l2);
+}
+
+TEST(Numerics, VeryLargeLogits) {
+  REQUIRE_GPU();
+  // inputs in [-4, 4] and scale 1: scores with a spread of hundreds (exp would overflow float32 many
+  // times over without the running maximum)
+  for (bool mla : {true, false}) {
+    CaseSpec s = base_case(mla, fvt::session_seed() + 41 + mla);
+    s.value_scale = 4.f;
+    s.sm_scale = 1.f;
+    expect_matches_oracle(fvt::make_problem(s), "large logits");
+  }
+}
+
+TEST(Numerics, NanAndInfInUnreferencedSlotsDoNotLeak) {
+  REQUIRE_GPU();
+  for (bool mla : {true, false}) {
+    CaseSpec s = base_case(mla, fvt::session_seed() + 43 + mla);
+    s.prefix = {1200, 333, -1};
+    HostProblem hp = fvt::make_problem(s);
+    // make_problem fills unreferenced rows with NaN; turn every other one into +Inf / -Inf
+    const uint16_t pinf = s.dtype == FV_DTYPE_BF16 ? 0x7F80 : 0x7C00, ninf = pinf | 0x8000;
+    const int64_t krow = int64_t(s.hkv) * s.dqk;
+    int64_t rows = 0;
+    for (int64_t slot = 0; slot < hp.num_slots; ++slot) {
+      if (hp.k_pool[slot * krow] != 0xFFFF) continue;
+      ++rows;
+      if (slot % 3 == 0) continue;  // stays NaN
+      std::fill_n(hp.k_pool.begin() + slot * krow, krow, slot % 3 == 1 ? pinf : ninf);
+      if (!mla) std::fill_n(hp.v_pool.begin() + slot * int64_t(s.hkv) * s.dv, int64_t(s.hkv) * s.dv, pinf);
+    }
+    ASSERT_GT(rows, 0) << "the generator left no unreferenced pool rows";
+    // SGLang over-allocates kv_indices: entries past kv_indptr[B] point anywhere, including out of range
+    for (int e = 0; e < 64; ++e) hp.kv_indices.push_back(e % 2 ? hp.num_slots + 1000 + e : -1 - e);
+    expect_matches_oracle(hp, "NaN/Inf in unused rows");
+  }
+}
+
+TEST(Numerics, ZeroAndNegativeScale) {
+  REQUIRE_GPU();
+  for (float scale : {0.f, -0.06f}) {
+    for (bool mla : {true, false}) {
+      HostProblem hp = fvt::make_problem(base_case(mla, fvt::session_seed() + 45 + mla));
+      hp.spec.sm_scale = scale;  // 0: every visible key weighs the same, LSE = log(count)
+      expect_matches_oracle(hp, scale == 0.f ? "sm_scale 0" : "negative sm_scale");
+    }
+  }
+}
+
+TEST(Numerics, MostlyPaddedBatch) {
+  REQUIRE_GPU();
+  for (bool mla : {true, false}) {
+    CaseSpec s = base_case(mla, fvt::session_seed() + 47 + mla);
+    s.draft = {1, 1, 8, 1, 2};
+    s.prefix = {-1, -1, 2000, -1, 0};
+    expect_matches_oracle(fvt::make_problem(s), "padded requests");
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// every kernel instantiation on a small problem (the sanitizer runs use this test)
+
+TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
+  REQUIRE_GPU();
+  struct C { const char* config; bool mla; int d; int hq, hkv; };
+  const C configs[] = {
+      {"mla576_bm64_bn64_s2", true, 576, 16, 1},  {"mla576_bm32_bn16_s3", true, 576, 16, 1},
+      {"gqa64_bm64_bn64_s4", false, 64, 8, 2},    {"gqa128_bm64_bn64_s2", false, 128, 16, 1},
+      {"gqa256_bm64_bn16_s3", false, 256, 8, 2},  {"gqa128_bm32_bn64_s2", false, 128, 8, 2},
+      {"gqa128_bm64_bn32_s4", false, 128, 16, 1},
+  };
+  const uint64_t seed = fvt::session_seed() + 51;
+  int runs = 0;
+  for (const C& c : configs) {
+    for (int dtype : {FV_DTYPE_BF16, FV_DTYPE_FP16}) {
+      CaseSpec s = base_case(c.mla, seed + runs);
+      s.hq = c.hq; s.hkv = c.hkv; s.dqk = c.d; s.dv = c.mla ? 512 : c.d;
+      s.dtype = dtype;
+      s.prefix = {300, 40, -1};
+      s.num_kv_splits = runs % 2 ? 0 : 3;
+      s.mask_kind = runs % 3;
+      const HostProblem hp = fvt::make_problem(s);
+      ASSERT_EQ(setenv("FLASHVERIFY_CONFIG", c.config, 1), 0);
+      fvt::Reference ref;
+      ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+      fvt::Comparison cmp;
+      fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), c.config, &cmp);
+      unsetenv("FLASHVERIFY_CONFIG");
+      ++runs;
+    }
+  }
+  // the naive kernel and the check kernel, in both dtypes
+  for (int dtype : {FV_DTYPE_BF16, FV_DTYPE_FP16}) {
+    CaseSpec s = base_case(true, seed + 99);
+    s.dtype = dtype;
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::Reference ref;
+    ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+    fvt::Comparison cmp;
+    fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_NAIVE), "naive", &cmp);
+    fvt::DeviceProblem dp(hp);
+    ASSERT_TRUE(dp.ok());
+    EXPECT_EQ(run_checked(dp, dp.args()), FV_OK) << fv_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  std::printf("[ kernels  ] %d configuration x dtype runs against the oracle\n", runs);
+}
+
+}  // namespace
