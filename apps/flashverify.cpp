@@ -1,10 +1,13 @@
-// flashverify command line: info, check, bench.
+// flashverify command line: info, check, bench, soak.
 //
 //   flashverify info                       build architectures and visible GPUs
 //   flashverify check [--cases N] [--seed S]
 //                                          random problems, every implementation against the float64 oracle
 //   flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] [--no-naive]
+//                     [--only SUBSTRING] [--check-indices]
 //                                          medians with L2 flushed; µs, GB/s, TFLOP/s, % of the ceilings
+//   flashverify soak [--seconds S] [--seed S] [--report FILE]
+//                                          random calls under CUDA-graph replay against the naive kernel
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "flashverify/flashverify.h"
+#include "soak.h"
 #include "testkit.h"
 
 namespace {
@@ -39,6 +43,9 @@ struct Options {
   bool graph = false;
   bool naive = true;
   std::string only;
+  bool check_indices = false;  // bench: also time the index-checking mode
+  double seconds = 600;        // soak
+  std::string report;          // soak
 };
 
 bool parse(int argc, char** argv, int first, Options* o) {
@@ -53,6 +60,9 @@ bool parse(int argc, char** argv, int first, Options* o) {
     else if (a == "--only") { const char* v = next(); if (!v) return false; o->only = v; }
     else if (a == "--graph") o->graph = true;
     else if (a == "--no-naive") o->naive = false;
+    else if (a == "--check-indices") o->check_indices = true;
+    else if (a == "--seconds") { const char* v = next(); if (!v) return false; o->seconds = std::atof(v); }
+    else if (a == "--report") { const char* v = next(); if (!v) return false; o->report = v; }
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return false;
@@ -66,7 +76,8 @@ void usage() {
                "usage: flashverify info\n"
                "       flashverify check [--cases N] [--seed S]\n"
                "       flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] "
-               "[--no-naive] [--only SUBSTRING]\n");
+               "[--no-naive] [--only SUBSTRING] [--check-indices]\n"
+               "       flashverify soak [--seconds S] [--seed S] [--report FILE]\n");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -343,10 +354,10 @@ int cmd_bench(const Options& o) {
 
   std::FILE* csv = o.csv.empty() ? nullptr : std::fopen(o.csv.c_str(), "w");
   if (csv)
-    std::fprintf(csv, "case,config,us,graph_us,gb_s,tflop_s,pct_copy,pct_mma,naive_us,speedup_vs_naive,check,check_rel_l2,target\n");
+    std::fprintf(csv, "case,config,us,graph_us,gb_s,tflop_s,pct_copy,pct_mma,naive_us,speedup_vs_naive,check,check_rel_l2,target,check_indices_us\n");
   struct Row {
     std::string name, config, check, target;
-    double us, graph_us, gbs, tflops, naive_us, rel;
+    double us, graph_us, gbs, tflops, naive_us, rel, check_mode_us;
   };
   std::vector<Row> rows;
   const std::vector<BenchCase> cases = bench_cases(o.suite);
@@ -363,7 +374,7 @@ int cmd_bench(const Options& o) {
     }
     // check first: against the naive kernel on these inputs when that is affordable, else against the
     // oracle on a reduced problem of the same shape (one request, prefix <= 2048)
-    Row r{bc.name, "", "", bc.target, 0, 0, 0, 0, 0, 0};
+    Row r{bc.name, "", "", bc.target, 0, 0, 0, 0, 0, 0, 0};
     const double naive_work = double(hp.total_q) * bc.spec.hq * (bc.spec.prefix[0] + bc.spec.max_draft);
     const bool naive_ok = naive_work <= 5e7;
     fv_status st = fast.run(s);
@@ -424,6 +435,15 @@ int cmd_bench(const Options& o) {
       cudaGraphExecDestroy(ge);
       cudaGraphDestroy(g);
     }
+    if (o.check_indices) {
+      fv_args checked = fast.args();
+      checked.problem.flags |= FV_FLAG_CHECK_INDICES;
+      r.check_mode_us = time_median_us(
+          [&](cudaStream_t st2) { fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2); }, o.iters, flush,
+          flush_bytes, s);
+      std::printf("check-indices: %s: %.1f us with FV_FLAG_CHECK_INDICES vs %.1f us without (+%.1f us)\n",
+                  bc.name.c_str(), r.check_mode_us, r.us, r.check_mode_us - r.us);
+    }
     if (naive && o.naive) r.naive_us = time_median_us([&](cudaStream_t st2) { naive->run(st2); }, std::max(3, o.iters / 5),
                                                       flush, flush_bytes, s);
     r.gbs = hp.kv_bytes / (r.us * 1e-6) / 1e9;
@@ -432,10 +452,10 @@ int cmd_bench(const Options& o) {
     std::fprintf(stderr, "[%d/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (%s)\n", done, cases.size(), bc.name.c_str(),
                  r.us, r.gbs, r.tflops, r.check.c_str());
     if (csv)
-      std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,%s,%.3e,\"%s\"\n", r.name.c_str(),
+      std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,%s,%.3e,\"%s\",%.2f\n", r.name.c_str(),
                    r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, 100 * r.gbs / copy_gbps,
                    100 * r.tflops / kMmaSyncTflops, r.naive_us, r.naive_us > 0 ? r.naive_us / r.us : 0,
-                   r.check.c_str(), r.rel, r.target.c_str());
+                   r.check.c_str(), r.rel, r.target.c_str(), r.check_mode_us);
   }
   if (csv) std::fclose(csv);
   std::printf("\n| case | config | µs | graph µs | GB/s | TFLOP/s | %% copy | %% mma.sync | naive µs | speedup | check | target |\n");
@@ -468,6 +488,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return cmd_info();
   if (cmd == "check") return cmd_check(o);
   if (cmd == "bench") return cmd_bench(o);
+  if (cmd == "soak") return cmd_soak(o.seconds, o.seed, o.report);
   usage();
   return 2;
 }

@@ -111,7 +111,7 @@ std::vector<char> assign_slots(HostProblem& hp, const std::vector<int64_t>& plen
     std::vector<int32_t> ids(num_pages - 1);
     std::iota(ids.begin(), ids.end(), 1);
     if (s.shuffle_slots) std::shuffle(ids.begin(), ids.end(), rng);
-    hp.page_table_stride = max_pages + 1;
+    hp.page_table_stride = std::max<int64_t>(s.page_table_stride, max_pages + 1);
     hp.page_table.assign(B * hp.page_table_stride, -7);  // entries past a prefix must never be read
     used.assign(hp.num_slots, 0);
     used[0] = 1;

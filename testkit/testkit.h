@@ -27,6 +27,7 @@ struct CaseSpec {
   int mask_kind = FV_MASK_BYTES;
   int addressing = FV_KV_TOKEN_SLOTS;
   int page_size = 1;
+  int64_t page_table_stride = 0;  // 0: max pages + 1; else at least this (CUDA-graph rewrites keep one)
   bool indices_i64 = true;  // kv_indices int64 (SGLang)
   bool qo_i64 = false;      // qo_indptr int64 (SGLang under CUDA graphs)
   bool shuffle_slots = true;
