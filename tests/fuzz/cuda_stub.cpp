@@ -14,6 +14,8 @@ fv_status cuda_run_fast(const fv_args&, const Plan&, void*, void*) {
   return fail(FV_ERR_NO_DEVICE, "fv_run: fuzz build has no CUDA device");
 }
 
+fv_status cuda_check_inputs(const fv_args&, void*) { return fail(FV_ERR_NO_DEVICE, "fv_run: fuzz build has no CUDA device"); }
+
 fv_status cuda_run_naive(const fv_args&, void*) { return fail(FV_ERR_NO_DEVICE, "fv_run: fuzz build has no CUDA device"); }
 
 const char* cuda_arch_list() { return "none (fuzz build)"; }
