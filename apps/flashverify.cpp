@@ -275,6 +275,8 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     for (int p : {16384, 32768, 65536, 131072, 262144})
       add("mla h16 n8 b4 p" + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 8, p, 4), "flat within 15%");
     for (int p : {16384, 32768, 65536, 131072, 262144})
+      add("mla h16 n64 b4 p" + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 64, p, 4), "flat within 15%");
+    for (int p : {16384, 32768, 65536, 131072, 262144})
       add("gqa32/8 n8 b4 p" + std::to_string(p / 1024) + "k", uniform(false, 32, 8, 128, 8, p, 4), "flat within 15%");
   }
   return v;
