@@ -18,6 +18,9 @@ inline int64_t index_at(const fv_index& ix, int64_t i) {
                                     : static_cast<const int32_t*>(ix.data)[i];
 }
 
+// k_scale / v_scale: 0 (a zero-initialised fv_args) means 1
+inline float kv_scale_of(float s) { return s == 0.f ? 1.f : s; }
+
 inline bool is_mla_dims(int dqk, int dv) { return dqk == 576 && dv == 512; }
 
 inline fv_dtype out_dtype_of(const fv_problem& p) {

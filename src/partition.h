@@ -22,6 +22,13 @@ FV_HD int request_cost(int64_t num_draft, int64_t prefix_len, int block_n, int o
   return num_draft > 0 ? static_cast<int>((prefix_len + num_draft + block_n - 1) / block_n) + overhead : 0;
 }
 
+// With a sliding window of W keys, prefix keys below P - W are hidden from every draft token: the
+// request's first key steps are skipped. Returns how many (0 without a window).
+FV_HD int window_skip_steps(int64_t prefix_len, int window, int block_n) {
+  if (window <= 0 || prefix_len <= window) return 0;
+  return static_cast<int>((prefix_len - window) / block_n);
+}
+
 // Partitions actually used: at most `num_parts` (the grid), at most one per `min_part_cost` units of
 // work, and at least 1. With parts <= total no partition between two steps of a request is empty.
 FV_HD int effective_parts(int num_parts, int64_t total, int min_part_cost) {

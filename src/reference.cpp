@@ -78,7 +78,8 @@ bool draft_visible(const fv_args& a, int b, int64_t qo0, int64_t plen, int64_t n
   switch (p.mask_kind) {
     case FV_MASK_BYTES: {
       const int64_t base = index_at(a.mask_indptr, b);
-      return a.custom_mask[base + i * (plen + n) + plen + j] != 0;
+      const int64_t off = a.window_kv_offsets ? a.window_kv_offsets[b] : 0;
+      return a.custom_mask[base + i * (off + plen + n) + off + plen + j] != 0;
     }
     case FV_MASK_BITS: {
       const uint32_t word = a.mask_bits[(qo0 + i) * a.mask_bits_stride + j / 32];
@@ -115,10 +116,19 @@ fv_status run_reference(const fv_args& a) {
     const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;
     const int64_t t = qo0 + i;
 
-    // the keys this token sees: every prefix slot, then the visible drafts (as negative -1 - j)
+    // SGLang's modifiers: the token's position, its sliding window, its temperature
+    const int64_t qpos = plen + i;
+    const int64_t W = a.sliding_window;
+    const double xai = a.xai_temperature_len > 0 && qpos > a.xai_temperature_len
+                           ? std::log2(double(qpos)) / std::log2(double(a.xai_temperature_len))
+                           : 1.0;
+    const double kscale = kv_scale_of(a.k_scale), vscale = kv_scale_of(a.v_scale);
+
+    // the keys this token sees: the prefix slots in its window, then the visible drafts (as -1 - j)
     std::vector<int64_t> keys;
     keys.reserve(plen + n);
     for (int64_t k = 0; k < plen; ++k) {
+      if (W > 0 && qpos > k + W) continue;
       if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {
         keys.push_back(index_at(a.kv_indices, kv0 + k));
       } else {
@@ -127,7 +137,7 @@ fv_status run_reference(const fv_args& a) {
       }
     }
     for (int64_t j = 0; j < n; ++j)
-      if (draft_visible(a, b, qo0, plen, n, i, j)) keys.push_back(-1 - j);
+      if (draft_visible(a, b, qo0, plen, n, i, j) && !(W > 0 && i > j + W)) keys.push_back(-1 - j);
 
     std::vector<double> q(dqk), scores(keys.size()), acc(dv);
     for (int h = 0; h < hq; ++h) {
@@ -150,7 +160,9 @@ fv_status run_reference(const fv_args& a) {
         const void* kbase = row(keys[k], false, &off);
         double s = 0;
         for (int d = 0; d < dqk; ++d) s += q[d] * load_elem(kbase, dt, off + d);
-        scores[k] = s * static_cast<double>(a.sm_scale);
+        s *= static_cast<double>(a.sm_scale) * (keys[k] >= 0 ? kscale : 1.0);
+        if (a.logit_cap > 0) s = a.logit_cap * std::tanh(s / a.logit_cap);
+        scores[k] = s * xai;
         if (scores[k] > max_score) max_score = scores[k];
       }
       std::fill(acc.begin(), acc.end(), 0.0);
@@ -160,8 +172,11 @@ fv_status run_reference(const fv_args& a) {
         denom += w;
         int64_t off;
         const void* vbase = row(keys[k], true, &off);
-        for (int d = 0; d < dv; ++d) acc[d] += w * load_elem(vbase, dt, off + d);
+        const double wv = w * (keys[k] >= 0 ? vscale : 1.0);
+        for (int d = 0; d < dv; ++d) acc[d] += wv * load_elem(vbase, dt, off + d);
       }
+      // a sink: one more term of the denominator, with no value
+      if (a.sinks != nullptr && !keys.empty()) denom += std::exp(static_cast<double>(a.sinks[h]) - max_score);
       // a row that sees no key at all (possible only with a user mask that hides the token itself
       // and an empty prefix) is defined as zeros with lse = -inf
       const int64_t obase = t * a.out_stride_token + h * a.out_stride_head;

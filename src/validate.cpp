@@ -163,6 +163,18 @@ fv_status validate_args(const fv_args& a, const char* fn) {
     return fail(FV_ERR_BAD_LENGTH, "%s: args->num_slots (%" PRId64 ") must be at least 1", fn, a.num_slots);
   if (!std::isfinite(a.sm_scale))
     return fail(FV_ERR_INVALID_VALUE, "%s: args->sm_scale (%g) is not finite", fn, static_cast<double>(a.sm_scale));
+  if (!std::isfinite(a.logit_cap) || a.logit_cap < 0)
+    return fail(FV_ERR_INVALID_VALUE, "%s: args->logit_cap (%g) must be finite and >= 0 (0 = off)", fn,
+                static_cast<double>(a.logit_cap));
+  if (a.xai_temperature_len == 1)
+    return fail(FV_ERR_INVALID_VALUE, "%s: args->xai_temperature_len (1) must be >= 2 (log2(L) divides) or <= 0 (off)",
+                fn);
+  if (!std::isfinite(a.k_scale) || !std::isfinite(a.v_scale))
+    return fail(FV_ERR_INVALID_VALUE, "%s: args->k_scale / v_scale (%g, %g) must be finite (0 = 1)", fn,
+                static_cast<double>(a.k_scale), static_cast<double>(a.v_scale));
+  if (a.window_kv_offsets != nullptr && p.mask_kind != FV_MASK_BYTES)
+    return fail(FV_ERR_UNSUPPORTED, "%s: args->window_kv_offsets applies to the byte mask (FV_MASK_BYTES) only; "
+                "problem.mask_kind is %d", fn, p.mask_kind);
 
   const int hq = p.num_q_heads, hkv = p.num_kv_heads, dqk = p.head_dim_qk, dv = p.head_dim_v;
   FV_TRY(check_view(fn, "q", a.q_stride_token, a.q_stride_head, hq, dqk));
@@ -226,6 +238,11 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
       return fail(FV_ERR_INCONSISTENT_LENGTHS, "%s: kv_indptr decreases at request %d (%" PRId64 " -> %" PRId64 ")", fn,
                   b - 1, index_at(a.kv_indptr, b - 1), kv);
   }
+  if (a.sinks != nullptr)
+    for (int h = 0; h < p.num_q_heads; ++h)
+      if (std::isnan(a.sinks[h]) || a.sinks[h] == INFINITY)
+        return fail(FV_ERR_INVALID_VALUE, "%s: sinks[%d] (%g) must be a number below +inf", fn, h,
+                    static_cast<double>(a.sinks[h]));
   for (int b = 0; b < B; ++b) {
     const int64_t qo0 = index_at(a.qo_indptr, b), n = index_at(a.qo_indptr, b + 1) - qo0;
     const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;
@@ -250,11 +267,14 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
       }
     }
     if (p.mask_kind == FV_MASK_BYTES) {
+      const int64_t off = a.window_kv_offsets ? a.window_kv_offsets[b] : 0;
+      if (off < 0)
+        return fail(FV_ERR_BAD_LENGTH, "%s: window_kv_offsets[%d] (%" PRId64 ") is negative", fn, b, off);
       const int64_t m0 = index_at(a.mask_indptr, b), m1 = index_at(a.mask_indptr, b + 1);
-      if (m0 < 0 || m1 - m0 != n * (plen + n))
+      if (m0 < 0 || m1 - m0 != n * (off + plen + n))
         return fail(FV_ERR_MASK_INDPTR, "%s: mask_indptr[%d..%d] = (%" PRId64 ", %" PRId64 ") spans %" PRId64
-                    " bytes; request %d needs N*(P+N) = %" PRId64 "*(%" PRId64 "+%" PRId64 ") = %" PRId64,
-                    fn, b, b + 1, m0, m1, m1 - m0, b, n, plen, n, n * (plen + n));
+                    " bytes; request %d needs N*(off+P+N) = %" PRId64 "*(%" PRId64 "+%" PRId64 "+%" PRId64 ") = %" PRId64,
+                    fn, b, b + 1, m0, m1, m1 - m0, b, n, off, plen, n, n * (off + plen + n));
     }
     if (p.mask_kind == FV_MASK_PARENTS) {
       for (int64_t i = 0; i < n; ++i) {

@@ -152,6 +152,12 @@ std::string CaseSpec::describe() const {
      << mask_kind << (addressing == FV_KV_PAGE_TABLE ? " page" + std::to_string(page_size) : std::string(" slots"))
      << (indices_i64 ? " i64" : " i32") << (qo_i64 ? " qo64" : "") << (num_kv_splits ? " splits" + std::to_string(num_kv_splits) : "")
      << (profile == FV_PROFILE_SMALL_SMEM ? " small-smem" : "") << (row_pad ? " padded-rows" : "");
+  if (logit_cap > 0) os << " cap" << logit_cap;
+  if (sliding_window > 0) os << " window" << sliding_window;
+  if (xai_temperature_len > 0) os << " xai" << xai_temperature_len;
+  if (sinks) os << " sinks";
+  if (window_offsets) os << " woff";
+  if (k_scale != 0.f || v_scale != 0.f) os << " kv-scale" << k_scale << "/" << v_scale;
   return os.str();
 }
 
@@ -257,11 +263,20 @@ HostProblem make_problem(const CaseSpec& spec_in) {
   for (auto& w : hp.mask_bits) w = static_cast<uint32_t>(rng());  // bits past N_b are garbage on purpose
   hp.parents.resize(T);
   hp.mask_indptr.assign(B + 1, 0);
+  if (s.window_offsets) {
+    hp.window_kv_offsets.resize(B);
+    for (int b = 0; b < B; ++b) hp.window_kv_offsets[b] = static_cast<int32_t>(rng() % 7);
+  }
+  if (s.sinks) {
+    hp.sinks.resize(s.hq);
+    for (int h = 0; h < s.hq; ++h) hp.sinks[h] = -1.f + 4.f * static_cast<float>(rng() % 1000) / 1000.f;
+  }
   for (int b = 0; b < B; ++b) {
     const int n = s.draft[b];
     hp.parents_local.push_back(make_tree(s.tree, n, rng));
     const auto& par = hp.parents_local.back();
-    const int64_t qo0 = hp.qo_indptr[b], width = plen[b] + n;
+    const int64_t off = s.window_offsets ? hp.window_kv_offsets[b] : 0;
+    const int64_t qo0 = hp.qo_indptr[b], width = off + plen[b] + n;
     hp.mask_indptr[b + 1] = hp.mask_indptr[b] + n * width;
     // prefix columns are left 0: SGLang fills them with 1s but never reads them, and neither may we
     hp.custom_mask.resize(hp.mask_indptr[b + 1], 0);
@@ -271,7 +286,7 @@ HostProblem make_problem(const CaseSpec& spec_in) {
       for (int w = 0; w < (n + 31) / 32; ++w) row[w] &= (n - 32 * w >= 32) ? 0u : ~((1u << (n - 32 * w)) - 1u);
       for (int j = 0; j < n; ++j) {
         const bool v = visible(par, i, j);
-        hp.custom_mask[hp.mask_indptr[b] + i * width + plen[b] + j] = v;
+        hp.custom_mask[hp.mask_indptr[b] + i * width + off + plen[b] + j] = v;
         if (v) row[j / 32] |= 1u << (j % 32);
       }
     }
@@ -339,6 +354,8 @@ Pointers host_pointers(const HostProblem& hp, IndexStore& st, void* out, float* 
   p.custom_mask = hp.custom_mask.empty() ? nullptr : hp.custom_mask.data();
   p.mask_bits = hp.mask_bits.data();
   p.parents = hp.parents.data();
+  p.sinks = hp.sinks.empty() ? nullptr : hp.sinks.data();
+  p.window_kv_offsets = hp.window_kv_offsets.empty() ? nullptr : hp.window_kv_offsets.data();
   return p;
 }
 
@@ -395,6 +412,13 @@ fv_args make_args(const HostProblem& hp, const Pointers& ptr, int device, int im
   a.mask_bits_stride = hp.mask_bits_stride;
   a.parents = ptr.parents;
   a.sm_scale = s.sm_scale;
+  a.logit_cap = s.logit_cap;
+  a.sliding_window = s.sliding_window;
+  a.xai_temperature_len = s.xai_temperature_len;
+  a.sinks = ptr.sinks;
+  a.window_kv_offsets = ptr.window_kv_offsets;
+  a.k_scale = s.k_scale;
+  a.v_scale = s.v_scale;
   return a;
 }
 
@@ -538,6 +562,8 @@ bool DeviceProblem::upload_inputs(const HostProblem& hp) {
   put(kMask, hp.custom_mask.empty() ? nullptr : hp.custom_mask.data(), hp.custom_mask.size());
   put(kBits, hp.mask_bits.data(), 4 * hp.mask_bits.size());
   put(kPar, hp.parents.data(), 4 * hp.parents.size());
+  put(kSinks, hp.sinks.empty() ? nullptr : hp.sinks.data(), 4 * hp.sinks.size());
+  put(kWoff, hp.window_kv_offsets.empty() ? nullptr : hp.window_kv_offsets.data(), 4 * hp.window_kv_offsets.size());
   return error_.empty();
 }
 
@@ -563,6 +589,8 @@ DeviceProblem::DeviceProblem(const HostProblem& hp, int impl) : hp_(&hp) {
   d.custom_mask = static_cast<const uint8_t*>(bufs_[kMask].ptr);
   d.mask_bits = static_cast<const uint32_t*>(bufs_[kBits].ptr);
   d.parents = static_cast<const int32_t*>(bufs_[kPar].ptr);
+  d.sinks = static_cast<const float*>(bufs_[kSinks].ptr);
+  d.window_kv_offsets = static_cast<const int32_t*>(bufs_[kWoff].ptr);
   if (!error_.empty()) return;
   args_ = make_args(hp, d, FV_DEVICE_CUDA, impl, s.out_dtype);
   const fv_status stt = fv_workspace_size(&args_.problem, &ws_bytes_);

@@ -37,6 +37,13 @@ struct CaseSpec {
   bool want_lse = true;
   float value_scale = 1.0f; // inputs uniform in [-value_scale, value_scale]
   float sm_scale = 0.f;     // 0: 1/sqrt(dqk) (MLA: 192^-0.5)
+  // SGLang's per-layer modifiers (fv_args): off by default
+  float logit_cap = 0.f;
+  int sliding_window = 0;
+  int xai_temperature_len = 0;
+  bool sinks = false;          // random per-head sink logits
+  bool window_offsets = false; // byte mask with random window_kv_offsets (mask_kind BYTES)
+  float k_scale = 0.f, v_scale = 0.f;  // 0: 1
   uint64_t seed = 1;
 
   int batch() const { return static_cast<int>(draft.size()); }
@@ -58,6 +65,8 @@ struct HostProblem {
   std::vector<std::vector<int>> parents_local;  // per request
   std::vector<int32_t> parents;                 // [T]
   std::vector<uint8_t> custom_mask;
+  std::vector<float> sinks;                  // [Hq] when spec.sinks
+  std::vector<int32_t> window_kv_offsets;    // [B] when spec.window_offsets
   std::vector<uint32_t> mask_bits;
   int64_t mask_bits_stride = 0;
   double flops = 0, kv_bytes = 0;  // cost model (DESIGN.md)
@@ -90,6 +99,8 @@ struct Pointers {
   const uint8_t* custom_mask;
   const uint32_t* mask_bits;
   const int32_t* parents;
+  const float* sinks;
+  const int32_t* window_kv_offsets;
 };
 fv_args make_args(const HostProblem& hp, const Pointers& ptr, int device, int impl, int out_dtype);
 Pointers host_pointers(const HostProblem& hp, IndexStore& store, void* out, float* lse);
@@ -152,8 +163,9 @@ class DeviceProblem {
     void* ptr = nullptr;
     size_t bytes = 0;
   };
-  // q, k_draft, v_draft, k_pool, v_pool, qo, kv, idx, mask_indptr, page table, mask, bits, parents
-  enum { kQ, kKd, kVd, kKp, kVp, kQo, kKv, kIdx, kMi, kPt, kMask, kBits, kPar, kNumBufs };
+  // q, k_draft, v_draft, k_pool, v_pool, qo, kv, idx, mask_indptr, page table, mask, bits, parents, sinks,
+  // window offsets
+  enum { kQ, kKd, kVd, kKp, kVp, kQo, kKv, kIdx, kMi, kPt, kMask, kBits, kPar, kSinks, kWoff, kNumBufs };
   Buf bufs_[kNumBufs];
   void* put(int which, const void* src, size_t bytes);
 };

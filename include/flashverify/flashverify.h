@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define FLASHVERIFY_VERSION_MAJOR 0
-#define FLASHVERIFY_VERSION_MINOR 1
+#define FLASHVERIFY_VERSION_MINOR 2
 #define FLASHVERIFY_VERSION_PATCH 0
 
 /* Status codes. Each kind of misuse has its own code; fv_last_error() names the argument. */
@@ -191,7 +191,24 @@ typedef struct fv_args {
   const int32_t* parents;     /* FV_MASK_PARENTS */
 
   float sm_scale; /* scores are sm_scale * q . k */
-  float reserved_f[3];
+
+  /* SGLang's per-layer score modifiers. All default to off (fv_args_init); each applies to prefix and
+   * draft keys alike, in this order: s = sm_scale * q.k (x k_scale for prefix keys), then the logit
+   * cap, then the xai temperature, then the masks (tree, sliding window). */
+  float logit_cap;             /* > 0: s = logit_cap * tanh(s / logit_cap); 0 = off */
+  int32_t sliding_window;      /* > 0 (W): draft i of request b sits at position P_b + i and sees prefix
+                                  token p iff P_b + i <= p + W, draft j iff i <= j + W (and the tree says
+                                  so); <= 0 = off */
+  int32_t xai_temperature_len; /* > 0 (L): scores of draft i are multiplied by log2(P_b + i) / log2(L)
+                                  when P_b + i > L; <= 0 = off */
+  const float* sinks;          /* optional [Hq] fp32: per q head, exp(sinks[h]) is added to every row's
+                                  softmax denominator (the LSE includes it) */
+  const int32_t* window_kv_offsets; /* optional [B], FV_MASK_BYTES only: request b's byte-mask rows are
+                                  off_b + P_b + N_b wide and its draft columns start at off_b + P_b
+                                  (SGLang's layout when a sliding window dropped off_b prefix tokens) */
+  float k_scale;               /* prefix scores are multiplied by k_scale (SGLang's KV-cache scale);
+                                  0 means 1 */
+  float v_scale;               /* prefix values are multiplied by v_scale; 0 means 1 */
 } fv_args;
 
 /* Fills defaults: CUDA, AUTO impl, dtype unset (0), mask BYTES, token slots, page_size 1, auto splits. */

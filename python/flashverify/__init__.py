@@ -16,4 +16,4 @@ from ._lib import FlashVerifyError, LibraryNotFound
 
 __all__ = ["FlashVerifyError", "LibraryNotFound", "SUPPORTED_HEAD_DIMS", "Workspace", "build_info", "reference",
            "verify_attention", "version"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -74,13 +74,16 @@ def _index(t: Optional[_T], device: str) -> _lib.FvIndex:
 def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo_indptr, kv_indptr,
                kv_indices, custom_mask, mask_indptr, mask_bits, parents, causal: bool, page_table,
                page_size: int, sm_scale: float, max_draft: int, impl: int, num_kv_splits: int,
-               profile: int) -> Tuple[_lib.FvArgs, list]:
+               profile: int, sinks=None, window_kv_offsets=None, logit_cap: float = 0.0,
+               sliding_window: int = 0, xai_temperature_len: int = 0, k_scale: float = 1.0,
+               v_scale: float = 1.0, check_indices: bool = False) -> Tuple[_lib.FvArgs, list]:
     """Checks every tensor (dtype, device, rank, shapes agreeing, contiguous last dim) and fills fv_args.
     Returns the args and the wrapped tensors (kept alive by the caller)."""
     T = {n: _wrap(n, o) for n, o in dict(
         q=q, k_draft=k_draft, v_draft=v_draft, k_pool=k_pool, v_pool=v_pool, out=out, lse=lse,
         qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices, custom_mask=custom_mask,
-        mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents, page_table=page_table).items()}
+        mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents, page_table=page_table, sinks=sinks,
+        window_kv_offsets=window_kv_offsets).items()}
     for name in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "out", "qo_indptr", "kv_indptr"):
         if T[name] is None:
             raise ValueError(f"{name} is required")
@@ -195,6 +198,26 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     else:
         p.mask_kind = _lib.MASK_CAUSAL
     a.sm_scale = float(sm_scale)
+    # SGLang's score modifiers
+    if T["sinks"] is not None:
+        sk = T["sinks"]
+        if sk.dtype != "float32" or sk.shape != (hq,):
+            raise TypeError(f"sinks: expected float32 [{hq}] (one per q head), got {sk.dtype} {list(sk.shape)}")
+        a.sinks = sk.ptr
+    if T["window_kv_offsets"] is not None:
+        wo = T["window_kv_offsets"]
+        if wo.dtype != "int32" or len(wo.shape) != 1 or wo.shape[0] < batch or (batch > 1 and wo.strides[0] != 1):
+            raise TypeError(f"window_kv_offsets: expected contiguous int32 [{batch}], got {wo.dtype} {list(wo.shape)}")
+        if p.mask_kind != _lib.MASK_BYTES:
+            raise ValueError("window_kv_offsets: applies to custom_mask (SGLang's byte mask) only")
+        a.window_kv_offsets = wo.ptr
+    a.logit_cap = float(logit_cap or 0.0)
+    a.sliding_window = int(sliding_window) if sliding_window and sliding_window > 0 else 0
+    a.xai_temperature_len = int(xai_temperature_len) if xai_temperature_len and xai_temperature_len > 0 else 0
+    a.k_scale = float(k_scale) if k_scale is not None else 1.0
+    a.v_scale = float(v_scale) if v_scale is not None else 1.0
+    if check_indices:
+        p.flags |= _lib.FLAG_CHECK_INDICES
     return a, list(T.values())
 
 
@@ -202,10 +225,13 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
 
 def reference(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices=None, *,
               sm_scale: float, custom_mask=None, mask_indptr=None, mask_bits=None, parents=None,
-              causal: bool = False, page_table=None, page_size: int = 1, max_draft: Optional[int] = None):
+              causal: bool = False, page_table=None, page_size: int = 1, max_draft: Optional[int] = None,
+              **modifiers):
     """The float64 CPU oracle on numpy arrays (float16 or float32 inputs). Returns (out, lse): out float64
     [tokens, q_heads, head_dim_v], lse float32 [tokens, q_heads] (natural log; -inf for a row that sees
     nothing). Every length, index and mask entry is validated first (FlashVerifyError names the bad one).
+    `modifiers`: SGLang's score modifiers as in verify_attention (sinks, window_kv_offsets, logit_cap,
+    sliding_window, xai_temperature_len, k_scale, v_scale).
     """
     import numpy as np
 
@@ -219,7 +245,8 @@ def reference(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indi
                          out=out, lse=lse, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
                          custom_mask=custom_mask, mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents,
                          causal=causal, page_table=page_table, page_size=page_size, sm_scale=sm_scale,
-                         max_draft=max(1, max_draft), impl=_lib.IMPL_ORACLE, num_kv_splits=0, profile=0)
+                         max_draft=max(1, max_draft), impl=_lib.IMPL_ORACLE, num_kv_splits=0, profile=0,
+                         **modifiers)
     _lib.run(a, 0, 0, 0)
     del keep
     return out, lse
@@ -266,7 +293,9 @@ def verify_attention(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, 
                      sm_scale: float, max_draft: int, workspace: Optional[Workspace] = None,
                      custom_mask=None, mask_indptr=None, mask_bits=None, parents=None, causal: bool = False,
                      page_table=None, page_size: int = 1, out=None, lse=None, impl: str = "fast",
-                     num_kv_splits: int = 0, profile: str = "auto"):
+                     num_kv_splits: int = 0, profile: str = "auto", sinks=None, window_kv_offsets=None,
+                     logit_cap: float = 0.0, sliding_window: int = -1, xai_temperature_len: int = -1,
+                     k_scale: float = 1.0, v_scale: float = 1.0, check_indices: bool = False):
     """Tree-verify attention on CUDA tensors, queued on the current stream; returns `out`.
 
     q [T, Hq, Dqk]; k_draft [T, Hkv, Dqk]; v_draft [T, Hkv, Dv]; k_pool [slots, Hkv, Dqk]; v_pool
@@ -274,6 +303,10 @@ def verify_attention(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, 
     int64 (lengths are read on the device: CUDA-graph safe); kv_indices int32/int64 token slots (may be
     over-allocated) or page_table + page_size; one mask: custom_mask (bool/uint8, SGLang's layout) +
     mask_indptr, mask_bits, parents, or causal=True. `max_draft` bounds every request's draft count.
+    SGLang's per-layer score modifiers, all off by default: sinks (float32 [Hq]), logit_cap,
+    sliding_window (+ window_kv_offsets int32 [B] for the byte mask's layout), xai_temperature_len,
+    k_scale / v_scale (prefix keys / values). check_indices=True validates every index on the device
+    first (synchronises; not under CUDA-graph capture).
     Wrong dtypes, devices, shapes or strides raise TypeError / ValueError naming the tensor before any
     launch; a bad value the library catches raises FlashVerifyError.
     """
@@ -294,19 +327,27 @@ def verify_attention(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, 
                    lse=lse, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
                    custom_mask=custom_mask, mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents,
                    causal=causal, page_table=page_table, page_size=page_size, sm_scale=sm_scale,
-                   max_draft=max_draft, impl=impl_code, num_kv_splits=num_kv_splits, profile=profile_code)
+                   max_draft=max_draft, impl=impl_code, num_kv_splits=num_kv_splits, profile=profile_code,
+                   sinks=sinks, window_kv_offsets=window_kv_offsets, logit_cap=logit_cap,
+                   sliding_window=sliding_window, xai_temperature_len=xai_temperature_len, k_scale=k_scale,
+                   v_scale=v_scale, check_indices=check_indices)
     ws = workspace.buffer if workspace is not None else None
     torch.ops.flashverify.verify_attention(
         q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
         mask_bits, parents, page_table, out, lse, ws, float(sm_scale), int(max_draft), bool(causal),
-        int(page_size), int(impl_code), int(num_kv_splits), int(profile_code))
+        int(page_size), int(impl_code), int(num_kv_splits), int(profile_code), sinks, window_kv_offsets,
+        float(logit_cap or 0.0), int(sliding_window if sliding_window is not None else -1),
+        int(xai_temperature_len if xai_temperature_len is not None else -1),
+        float(1.0 if k_scale is None else k_scale), float(1.0 if v_scale is None else v_scale), bool(check_indices))
     return out
 
 
 def run_on_tensors(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, custom_mask,
                    mask_indptr, mask_bits, parents, page_table, out, lse, workspace, sm_scale: float,
                    max_draft: int, causal: bool, page_size: int, impl: int, num_kv_splits: int,
-                   profile: int) -> None:
+                   profile: int, sinks=None, window_kv_offsets=None, logit_cap: float = 0.0,
+                   sliding_window: int = -1, xai_temperature_len: int = -1, k_scale: float = 1.0,
+                   v_scale: float = 1.0, check_indices: bool = False) -> None:
     """The body of the torch op: build fv_args and launch on the current stream."""
     import torch
 
@@ -314,7 +355,10 @@ def run_on_tensors(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv
                          out=out, lse=lse, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
                          custom_mask=custom_mask, mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents,
                          causal=causal, page_table=page_table, page_size=page_size, sm_scale=sm_scale,
-                         max_draft=max_draft, impl=impl, num_kv_splits=num_kv_splits, profile=profile)
+                         max_draft=max_draft, impl=impl, num_kv_splits=num_kv_splits, profile=profile,
+                         sinks=sinks, window_kv_offsets=window_kv_offsets, logit_cap=logit_cap,
+                         sliding_window=sliding_window, xai_temperature_len=xai_temperature_len,
+                         k_scale=k_scale, v_scale=v_scale, check_indices=check_indices)
     ws_ptr, ws_bytes = (workspace.data_ptr(), workspace.numel()) if workspace is not None else (0, 0)
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream

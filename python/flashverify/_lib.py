@@ -27,6 +27,7 @@ IMPL_AUTO, IMPL_FAST, IMPL_NAIVE, IMPL_ORACLE = 0, 1, 2, 3
 MASK_BYTES, MASK_BITS, MASK_PARENTS, MASK_CAUSAL = 0, 1, 2, 3
 KV_TOKEN_SLOTS, KV_PAGE_TABLE = 0, 1
 PROFILE_AUTO, PROFILE_SMALL_SMEM, PROFILE_LARGE_SMEM = 0, 1, 2
+FLAG_CHECK_INDICES = 1
 
 
 class FvIndex(ctypes.Structure):
@@ -64,7 +65,10 @@ class FvArgs(ctypes.Structure):
         ("custom_mask", _ptr), ("mask_indptr", FvIndex),
         ("mask_bits", _ptr), ("mask_bits_stride", _i64),
         ("parents", _ptr),
-        ("sm_scale", ctypes.c_float), ("reserved_f", ctypes.c_float * 3),
+        ("sm_scale", ctypes.c_float),
+        ("logit_cap", ctypes.c_float), ("sliding_window", ctypes.c_int32), ("xai_temperature_len", ctypes.c_int32),
+        ("sinks", _ptr), ("window_kv_offsets", _ptr),
+        ("k_scale", ctypes.c_float), ("v_scale", ctypes.c_float),
     ]
 
 

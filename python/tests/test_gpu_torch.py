@@ -173,6 +173,96 @@ def test_matches_sglang_triton_extend(case):
     assert e_fv <= max(2 * e_tri, 1e-3), (e_fv, e_tri)
 
 
+MODIFIERS = {
+    "sinks": dict(sinks=True),
+    "logit_cap": dict(logit_cap=1.5),
+    "sliding_window": dict(sliding_window_size=700),
+    "sliding_window_offsets": dict(sliding_window_size=6, window_offsets=True),
+    "xai_temperature": dict(xai_temperature_len=500),
+    "kv_scale": dict(k_scale=0.75, v_scale=1.5),
+    "all": dict(sinks=True, logit_cap=2.0, sliding_window_size=900, window_offsets=True, xai_temperature_len=400,
+                k_scale=1.25, v_scale=0.5),
+}
+
+
+def with_window_offsets(sb, rng):
+    """SGLang's sliding-window byte-mask layout: rows off_b + P_b + N_b wide, draft columns from off_b + P_b."""
+    offs = [int(x) for x in rng.integers(0, 9, sb.batch)]
+    chunks, mind = [], [0]
+    for b in range(sb.batch):
+        n, p, off = sb.n, sb.plen[b], offs[b]
+        m = np.ones((n, off + p + n), dtype=np.uint8)
+        m[:, off + p:] = 0
+        for i in range(n):
+            j = i
+            while j >= 0:
+                m[i, off + p + j] = 1
+                j = sb.parents[b][j]
+        chunks.append(m.reshape(-1))
+        mind.append(mind[-1] + m.size)
+    sb.custom_mask = torch.tensor(np.concatenate(chunks), device="cuda").to(sb.custom_mask.dtype)
+    sb.mask_indptr = torch.tensor(mind, dtype=torch.int64, device="cuda")
+    return torch.tensor(offs, dtype=torch.int32, device="cuda")
+
+
+def oracle_with_modifiers(sb, **mods):
+    """flashverify's float64 CPU oracle on host copies of the batch."""
+    f = lambda t: t.float().cpu().numpy()
+    kp = f(sb.k_buffer)
+    vp = kp[..., :sb.dv] if sb.mla else f(sb.v_buffer)
+    ve = f(sb.k_extend)[..., :sb.dv] if sb.mla else f(sb.v_extend)
+    host = {k: (v.cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in mods.items()}
+    out, _ = flashverify.reference(f(sb.q), f(sb.k_extend), ve, kp, vp, sb.qo_indptr.cpu().numpy(),
+                                   sb.kv_indptr.cpu().numpy(), sb.kv_indices.cpu().numpy(), sm_scale=sb.sm_scale,
+                                   custom_mask=sb.custom_mask.cpu().numpy(), mask_indptr=sb.mask_indptr.cpu().numpy(),
+                                   max_draft=sb.n, **host)
+    return torch.from_numpy(out).cuda()
+
+
+@pytest.mark.parametrize("mla", [True, False])
+@pytest.mark.parametrize("feature", list(MODIFIERS))
+def test_score_modifiers_match_sglang_triton(feature, mla):
+    """Each of SGLang's per-layer modifiers on: SGLang's Triton extend kernel and flashverify on the same
+    inputs, both against the float64 oracle with the same modifiers."""
+    extend = sglang_extend()
+    kw = dict(mla=mla, batch=3, n=8, hq=16 if mla else 32, hkv=1 if mla else 8, max_prefix=2500)
+    sb = SGLangBatch(300 + len(feature) + 7 * mla, **kw)
+    spec = dict(MODIFIERS[feature])
+    rng = np.random.default_rng(5)
+    sinks = torch.tensor(rng.uniform(-1, 3, sb.hq), dtype=torch.float32, device="cuda") if spec.pop("sinks", False) else None
+    woff = with_window_offsets(sb, rng) if spec.pop("window_offsets", False) else None
+    window = spec.get("sliding_window_size", -1)
+    cap, xai = spec.get("logit_cap", 0.0), spec.get("xai_temperature_len", -1)
+    ks, vs = spec.get("k_scale", 1.0), spec.get("v_scale", 1.0)
+
+    tri = torch.empty(sb.q.shape[0], sb.hq, sb.dv, dtype=sb.q.dtype, device="cuda")
+    extend(sb.q, sb.k_extend, sb.v_extend, tri, sb.k_buffer, sb.v_buffer, sb.qo_indptr, sb.kv_indptr, sb.kv_indices,
+           sb.custom_mask, True, sb.mask_indptr, sb.n, ks, vs, sb.sm_scale, logit_cap=cap,
+           sliding_window_size=window, sinks=sinks, xai_temperature_len=xai,
+           # SGLang always hands its SWA layers offsets (zeros when nothing was dropped); its kernel loads them
+           window_kv_offsets=woff if woff is not None or window <= 0 else torch.zeros(sb.batch, dtype=torch.int32,
+                                                                                      device="cuda"))
+    out = torch.full_like(tri, float("nan"))
+    flashverify.verify_attention(*sb.fv_inputs(), custom_mask=sb.custom_mask, mask_indptr=sb.mask_indptr,
+                                 sm_scale=sb.sm_scale, max_draft=sb.n, workspace=sb.workspace(), out=out,
+                                 sinks=sinks, window_kv_offsets=woff, logit_cap=cap, sliding_window=window,
+                                 xai_temperature_len=xai, k_scale=ks, v_scale=vs)
+    torch.cuda.synchronize()
+    mods = dict(logit_cap=cap, sliding_window=window if window > 0 else 0,
+                xai_temperature_len=xai if xai > 0 else 0, k_scale=ks, v_scale=vs)
+    if sinks is not None:
+        mods["sinks"] = sinks
+    if woff is not None:
+        mods["window_kv_offsets"] = woff
+    ref = oracle_with_modifiers(sb, **mods)
+    e_fv, e_tri, e_between = rel(out, ref), rel(tri, ref), rel(out, tri)
+    print(f"{feature} mla={mla}: flashverify {e_fv:.2e}, triton {e_tri:.2e}, between {e_between:.2e}")
+    assert not torch.isnan(out).any()
+    assert e_tri <= 1e-2, f"SGLang's kernel disagrees with the oracle's reading of {feature}: {e_tri:.2e}"
+    assert e_fv <= 1e-2 and e_between <= 1e-2
+    assert e_fv <= max(2 * e_tri, 1e-3), (e_fv, e_tri)
+
+
 @pytest.mark.parametrize("mla", [True, False])
 def test_cuda_graph_capture_rewrite_replay(mla):
     """Capture the op once; rewrite qo/kv indptr, kv_indices, the mask and mask_indptr in place (as SGLang

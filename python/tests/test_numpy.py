@@ -107,6 +107,56 @@ def test_oracle_matches_dense_numpy_for_every_mask_form(mla):
         np.testing.assert_allclose(lse, want_lse, rtol=1e-6, atol=1e-6)
 
 
+def dense_numpy_modified(pb, sm_scale, *, sinks=None, logit_cap=0.0, sliding_window=0, xai_temperature_len=0,
+                         k_scale=1.0, v_scale=1.0):
+    """dense_numpy with SGLang's score modifiers, written from SGLang's extend_attention semantics."""
+    q, kd, vd, kp, vp = (pb[n].astype(np.float64) for n in ("q", "k_draft", "v_draft", "k_pool", "v_pool"))
+    hq, hkv = q.shape[1], kd.shape[1]
+    g = hq // hkv
+    out = np.zeros((q.shape[0], hq, vd.shape[2]))
+    lse = np.zeros((q.shape[0], hq))
+    W, L = sliding_window, xai_temperature_len
+    for b, (n, p) in enumerate(zip(pb["drafts"], pb["prefixes"])):
+        qo0, kv0 = pb["qo_indptr"][b], pb["kv_indptr"][b]
+        slots = pb["kv_indices"][kv0:kv0 + p]
+        par = pb["parents"][qo0:qo0 + n]
+        for i in range(n):
+            qpos = p + i
+            pre = [k for k in range(p) if not (W > 0 and qpos > k + W)]
+            vis = sorted(j for j in ancestors(par, i) if not (W > 0 and i > j + W))
+            temp = np.log2(qpos) / np.log2(L) if L > 0 and qpos > L else 1.0
+            for h in range(hq):
+                kpre, kdr = kp[slots[pre], h // g], kd[qo0 + np.array(vis, dtype=int), h // g]
+                s = np.concatenate([kpre @ q[qo0 + i, h] * sm_scale * k_scale, kdr @ q[qo0 + i, h] * sm_scale])
+                if logit_cap > 0:
+                    s = logit_cap * np.tanh(s / logit_cap)
+                s = s * temp
+                vals = np.concatenate([vp[slots[pre], h // g] * v_scale, vd[qo0 + np.array(vis, dtype=int), h // g]])
+                w = np.exp(s - s.max())
+                den = w.sum() + (np.exp(float(sinks[h]) - s.max()) if sinks is not None else 0.0)
+                out[qo0 + i, h] = w @ vals / den
+                lse[qo0 + i, h] = s.max() + np.log(den)
+    return out, lse
+
+
+@pytest.mark.parametrize("mla", [False, True])
+def test_oracle_score_modifiers_match_dense_numpy(mla):
+    rng = np.random.default_rng(17 + mla)
+    pb = make_problem(rng, mla=mla)
+    scale = 0.125
+    common = {k: pb[k] for k in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "qo_indptr", "kv_indptr", "kv_indices")}
+    hq = pb["q"].shape[1]
+    sinks = rng.uniform(-1, 3, hq).astype(np.float32)
+    cases = [dict(sinks=sinks), dict(logit_cap=0.75), dict(sliding_window=3), dict(xai_temperature_len=4),
+             dict(k_scale=0.5, v_scale=1.5),
+             dict(sinks=sinks, logit_cap=2.0, sliding_window=5, xai_temperature_len=3, k_scale=1.25, v_scale=0.5)]
+    for mods in cases:
+        want, want_lse = dense_numpy_modified(pb, scale, **mods)
+        out, lse = flashverify.reference(**common, sm_scale=scale, parents=pb["parents"], **mods)
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-9, err_msg=str(list(mods)))
+        np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5, err_msg=str(list(mods)))
+
+
 def test_page_table_and_index_widths_agree():
     rng = np.random.default_rng(3)
     pb = make_problem(rng, batch=2)
@@ -174,8 +224,8 @@ def test_validation_names_the_argument():
 
 
 def test_build_info_and_version():
-    assert flashverify.version() == (0, 1, 0)
-    assert "flashverify 0.1.0" in flashverify.build_info()
+    assert flashverify.version() == tuple(int(x) for x in flashverify.__version__.split("."))
+    assert f"flashverify {flashverify.__version__}" in flashverify.build_info()
 
 
 def test_imports_without_torch():

@@ -32,6 +32,7 @@ struct CheckParams {
   const int32_t* parents;
   int64_t num_slots;
   int max_draft;
+  const int32_t* woff;  // window_kv_offsets (byte mask) or null
 };
 
 __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_constant__ CheckParams c) {
@@ -42,7 +43,8 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
   bool good = q0 >= 0 && k0 >= 0 && n >= 0 && n <= c.max_draft && plen >= 0;
   if (good && c.mask_kind == FV_MASK_BYTES) {
     const int64_t m0 = load_index(c.mi, b, c.mi64), m1 = load_index(c.mi, b + 1, c.mi64);
-    good = m0 >= 0 && m1 - m0 == n * (plen + n);
+    const int64_t off = c.woff != nullptr ? c.woff[b] : 0;
+    good = m0 >= 0 && off >= 0 && m1 - m0 == n * (off + plen + n);
   }
   if (good && c.paged) good = (plen + c.page_size - 1) / c.page_size <= c.pt_stride;
   if (!good) {  // the lengths themselves are bad: nothing below may be followed
@@ -115,6 +117,17 @@ fv_status explain_on_host(const fv_args& a, unsigned bad) {
   h.qo_indptr = qo.view(a.qo_indptr);
   h.kv_indptr = kv.view(a.kv_indptr);
   if (p.mask_kind == FV_MASK_BYTES) h.mask_indptr = mi.view(a.mask_indptr);
+  std::vector<int32_t> woff;
+  if (err == cudaSuccess && a.window_kv_offsets != nullptr) {
+    err = copy_to_host(&woff, a.window_kv_offsets, B);
+    h.window_kv_offsets = woff.data();
+  }
+  std::vector<float> sink_vals;
+  if (err == cudaSuccess && a.sinks != nullptr) {
+    err = copy_to_host(&sink_vals, a.sinks, p.num_q_heads);
+    h.sinks = sink_vals.data();
+  }
+  if (err != cudaSuccess) return fail(FV_ERR_CUDA, "fv_run: FLASHVERIFY_CHECK: reading the offsets: %s", cudaGetErrorString(err));
   // lengths first: the arrays they index are copied only if they are sane
   bool lengths_ok = true;
   int64_t max_q = 0, max_kv = 0;
@@ -169,6 +182,7 @@ fv_status cuda_check_inputs(const fv_args& a, void* stream) {
   c.parents = a.parents;
   c.num_slots = a.num_slots;
   c.max_draft = p.max_draft;
+  c.woff = p.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
 
   static std::mutex mu;  // one check at a time per process: the verdict lives in one device word
   std::lock_guard<std::mutex> lock(mu);

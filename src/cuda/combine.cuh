@@ -116,6 +116,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
       for (int v = 0; v < VEC; ++v) acc[v] += scale * part[w][lane * VEC + v];
     }
   }
+  // a sink adds exp(sink) to the denominator (log2 domain here), once, after the splits are merged
+  if (p.sinks != nullptr && wsum > 0.f) wsum += exp2f(p.sinks[h] * 1.4426950408889634f - m);
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   const int64_t tok = qo0 + i;
   const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;

@@ -17,7 +17,7 @@
 
 namespace fv {
 
-template <int CFG, class T>
+template <int CFG, class T, bool MODS>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 
 namespace {
@@ -28,18 +28,23 @@ fv_status cuda_fail(cudaError_t err, const char* what) {
   return fail(FV_ERR_CUDA, "fv_run: %s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
-template <class T>
-cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
+template <class T, bool MODS>
+cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
   switch (cfg) {
-    case kMlaLarge: return launch_verify<kMlaLarge, T>(p, grid, s);
-    case kMlaSmall: return launch_verify<kMlaSmall, T>(p, grid, s);
-    case kGqa64: return launch_verify<kGqa64, T>(p, grid, s);
-    case kGqa128: return launch_verify<kGqa128, T>(p, grid, s);
-    case kGqa256: return launch_verify<kGqa256, T>(p, grid, s);
-    case kGqa128Bm32: return launch_verify<kGqa128Bm32, T>(p, grid, s);
-    case kGqa128Bn32: return launch_verify<kGqa128Bn32, T>(p, grid, s);
+    case kMlaLarge: return launch_verify<kMlaLarge, T, MODS>(p, grid, s);
+    case kMlaSmall: return launch_verify<kMlaSmall, T, MODS>(p, grid, s);
+    case kGqa64: return launch_verify<kGqa64, T, MODS>(p, grid, s);
+    case kGqa128: return launch_verify<kGqa128, T, MODS>(p, grid, s);
+    case kGqa256: return launch_verify<kGqa256, T, MODS>(p, grid, s);
+    case kGqa128Bm32: return launch_verify<kGqa128Bm32, T, MODS>(p, grid, s);
+    case kGqa128Bn32: return launch_verify<kGqa128Bn32, T, MODS>(p, grid, s);
     default: return cudaErrorInvalidValue;
   }
+}
+
+template <class T>
+cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
+  return p.mods ? launch_verify_cfg<T, true>(cfg, p, grid, s) : launch_verify_cfg<T, false>(cfg, p, grid, s);
 }
 
 template <class T>
@@ -166,6 +171,17 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.group = plan.group;
   p.head_dim_v = pb.head_dim_v;
   p.scale_log2 = a.sm_scale * 1.4426950408889634f;
+  const float k_scale = kv_scale_of(a.k_scale), v_scale = kv_scale_of(a.v_scale);
+  p.scale_nat = a.sm_scale;
+  p.scale_nat_prefix = a.sm_scale * k_scale;
+  p.logit_cap = a.logit_cap;
+  p.inv_logit_cap = a.logit_cap > 0.f ? 1.f / a.logit_cap : 0.f;
+  p.v_scale = v_scale;
+  p.window = a.sliding_window > 0 ? a.sliding_window : 0;
+  p.xai_len = a.xai_temperature_len > 0 ? a.xai_temperature_len : 0;
+  p.sinks = a.sinks;
+  p.window_kv_offsets = pb.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
+  p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f;
 
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   p.sched = reinterpret_cast<int32_t*>(ws + plan.off_sched);

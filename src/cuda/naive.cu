@@ -51,6 +51,11 @@ struct NaiveParams {
   int max_draft, hq, group, dqk, dv;
   int out_fp32;
   float sm_scale;
+  // SGLang's modifiers (fv_args)
+  float logit_cap, k_scale, v_scale;
+  int window, xai_len;
+  const float* sinks;
+  const int32_t* woff;
 };
 
 __device__ __forceinline__ int64_t ld_index(const void* p, int64_t i, int is64) {
@@ -67,7 +72,7 @@ __device__ __forceinline__ float ld(const void* base, int64_t off) {
 
 struct Req {
   int b, i, n;
-  int64_t qo0, kv0, plen, mask0;
+  int64_t qo0, kv0, plen, mask0, woff;
 };
 
 // Where key k's K (or V) row is (k < plen: prefix through the pool; else draft k - plen); false when the
@@ -75,6 +80,7 @@ struct Req {
 __device__ bool key_row(const NaiveParams& p, const Req& r, int64_t k, int hk, bool want_v, const void** base,
                         int64_t* off) {
   if (k < r.plen) {
+    if (p.window > 0 && r.plen + r.i > k + p.window) return false;  // outside the sliding window
     int64_t slot;
     if (p.paged) slot = int64_t(p.page_table[r.b * p.pt_stride + k / p.page_size]) * p.page_size + k % p.page_size;
     else slot = ld_index(p.kv_indices, r.kv0 + k, p.kvi64);
@@ -83,9 +89,12 @@ __device__ bool key_row(const NaiveParams& p, const Req& r, int64_t k, int hk, b
     return true;
   }
   const int j = static_cast<int>(k - r.plen);
+  if (p.window > 0 && r.i > j + p.window) return false;
   bool visible;
   switch (p.mask_kind) {
-    case FV_MASK_BYTES: visible = p.custom_mask[r.mask0 + int64_t(r.i) * (r.plen + r.n) + r.plen + j] != 0; break;
+    case FV_MASK_BYTES:
+      visible = p.custom_mask[r.mask0 + int64_t(r.i) * (r.woff + r.plen + r.n) + r.woff + r.plen + j] != 0;
+      break;
     case FV_MASK_BITS: visible = (p.mask_bits[(r.qo0 + r.i) * p.bits_stride + j / 32] >> (j % 32)) & 1u; break;
     case FV_MASK_PARENTS: {
       visible = false;
@@ -123,6 +132,9 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
   r.kv0 = ld_index(p.kv_indptr, r.b, p.kvp64);
   r.plen = ld_index(p.kv_indptr, r.b + 1, p.kvp64) - r.kv0;
   r.mask0 = p.mask_kind == FV_MASK_BYTES ? ld_index(p.mask_indptr, r.b, p.mi64) : 0;
+  r.woff = p.woff != nullptr ? p.woff[r.b] : 0;
+  const int64_t qpos = r.plen + r.i;
+  const float xai = p.xai_len > 0 && qpos > p.xai_len ? log2f(float(qpos)) / log2f(float(p.xai_len)) : 1.f;
   const int64_t tok = r.qo0 + r.i;
   const int64_t nkeys = r.plen + r.n;
 
@@ -136,7 +148,9 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
     if (!*ok) return 0.f;
     float s = 0.f;
     for (int d = 0; d < p.dqk; ++d) s += q_s[d] * ld<T>(base, off + d);
-    return s * p.sm_scale;
+    s *= p.sm_scale * (k < r.plen ? p.k_scale : 1.f);
+    if (p.logit_cap > 0.f) s = p.logit_cap * tanhf(s / p.logit_cap);
+    return s * xai;
   };
 
   // pass 1: per-thread online max and sum, then the block's
@@ -168,6 +182,7 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
   l = 0.f;
   if (m != -INFINITY)
     for (int w = 0; w < kThreads / 32; ++w) l += red_l[w] * expf(red_m[w] - m);
+  if (p.sinks != nullptr && l > 0.f) l += expf(p.sinks[h] - m);  // the sink: denominator only
 
   // pass 2: probabilities of a tile of keys, then each thread's output columns
   float acc[kMaxDv / kThreads] = {0.f, 0.f};
@@ -180,7 +195,7 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
       bool ok;
       const float s = score(k, &ok);
       if (ok) {
-        pr = expf(s - m) / l;
+        pr = expf(s - m) / l * (k < r.plen ? p.v_scale : 1.f);
         key_row(p, r, k, hk, true, &vb, &vo);
       }
     }
@@ -240,6 +255,13 @@ fv_status cuda_run_naive(const fv_args& a, void* stream) {
   p.dqk = pb.head_dim_qk; p.dv = pb.head_dim_v;
   p.out_fp32 = out_dtype_of(pb) == FV_DTYPE_FP32;
   p.sm_scale = a.sm_scale;
+  p.logit_cap = a.logit_cap;
+  p.k_scale = kv_scale_of(a.k_scale);
+  p.v_scale = kv_scale_of(a.v_scale);
+  p.window = a.sliding_window;
+  p.xai_len = a.xai_temperature_len;
+  p.sinks = a.sinks;
+  p.woff = p.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
 
   const dim3 grid(static_cast<unsigned>(int64_t(pb.batch_size) * pb.max_draft), static_cast<unsigned>(pb.num_q_heads));
   cudaStream_t s = static_cast<cudaStream_t>(stream);

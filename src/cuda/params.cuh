@@ -42,6 +42,16 @@ struct VerifyParams {
   int batch, max_draft, num_q_heads, num_kv_heads, group, head_dim_v;
   float scale_log2;  // sm_scale * log2(e)
 
+  // SGLang's modifiers. `mods` is set when any of them is active; the kernel then takes the general
+  // scoring path (natural-unit scale, cap, temperature, window mask, v_scale folded into P).
+  int mods;
+  float scale_nat, scale_nat_prefix;  // sm_scale, sm_scale * k_scale
+  float logit_cap, inv_logit_cap;     // 0 = off
+  float v_scale;                      // prefix values
+  int window, xai_len;                // <= 0 = off
+  const float* sinks;                 // [Hq] natural-log units, or null
+  const int32_t* window_kv_offsets;   // [B] (byte mask), or null
+
   // work partition (filled by the prepare kernel on the device)
   int32_t* sched;       // SchedLayout
   int num_parts;        // grid.y

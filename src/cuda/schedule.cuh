@@ -65,7 +65,8 @@ __device__ void plan_partitions(const VerifyParams& p) {
     if (b < B) {
       const int64_t n = load_index(p.qo_indptr, b + 1, p.qo_i64) - load_index(p.qo_indptr, b, p.qo_i64);
       const int64_t plen = load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - load_index(p.kv_indptr, b, p.kv_indptr_i64);
-      cost = request_cost(n, plen, p.block_n, p.overhead);
+      cost = request_cost(n, plen - int64_t(window_skip_steps(plen, p.window, p.block_n)) * p.block_n, p.block_n,
+                          p.overhead);
     }
     int chunk_total;
     const int inc = block_inclusive_scan(cost, warp_sums, &chunk_total);
@@ -107,13 +108,14 @@ __device__ void convert_mask(const VerifyParams& p, uint32_t* bits, int words, i
     // a warp reads 32 consecutive draft columns of one row and ballots them into one word
     const int64_t plen = load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - load_index(p.kv_indptr, b, p.kv_indptr_i64);
     const int64_t m0 = load_index(p.mask_indptr, b, p.mask_indptr_i64);
+    const int64_t off = p.window_kv_offsets != nullptr ? p.window_kv_offsets[b] : 0;  // SGLang's SWA layout
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
     const int row_words = (n + 31) / 32;
     for (int w = warp; w < n * row_words; w += nwarps) {
       const int i = w / row_words, word = w - i * row_words;
       const int j = word * 32 + lane;
       bool visible = false;
-      if (j < n) visible = p.custom_mask[m0 + int64_t(i) * (plen + n) + plen + j] != 0;
+      if (j < n) visible = p.custom_mask[m0 + int64_t(i) * (off + plen + n) + off + plen + j] != 0;
       const uint32_t ballot = __ballot_sync(0xffffffffu, visible);
       if (lane == 0) rows[int64_t(i) * words + word] = ballot;
     }

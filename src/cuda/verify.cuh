@@ -16,7 +16,9 @@
 // Per step: S = Q K^T on a WM x WN warp grid (16 x bn/WN warp tiles), row max exchanged through shared
 // memory, P = exp2(S - m) written to shared memory as 16-bit, then O += P V on a WOM x WON warp grid
 // where each warp owns a block of O's columns (MLA's 64 x 512 fp32 accumulator does not fit one warp).
-// Three barriers per step. The draft block applies the ancestor mask; the prefix is never masked.
+// Three barriers per step. The draft block applies the ancestor mask; the prefix is masked only by a
+// sliding window. SGLang's score modifiers (logit cap, xai temperature, window, KV scales) take a second
+// scoring path selected by a uniform flag, so the plain path's instructions are unchanged.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +79,15 @@ struct TileCopy {
   static_assert(ROWS % RP == 0 && PASSES >= 1, "rows must be a multiple of rows per pass");
 };
 
-template <int CFG, class T>
+// tanh(x) = 1 - 2 / (e^(2x) + 1), clamped where it is +-1 in float (no inf / inf)
+__device__ __forceinline__ float tanh_clamped(float x) {
+  x = fminf(fmaxf(x, -15.f), 15.f);
+  return 1.f - __fdividef(2.f, __expf(2.f * x) + 1.f);
+}
+
+// MODS: the kernel with SGLang's score modifiers (a separate instantiation, so that the plain kernel's
+// registers and instructions are untouched)
+template <int CFG, class T, bool MODS>
 struct Verify {
   static constexpr TileConfig C = kTileConfigs[CFG];
   static constexpr int BM = C.bm, BN = C.bn, DQK = C.dqk, DV = C.dv;
@@ -238,6 +248,14 @@ struct Verify {
     const int srow_a = wm * 16 + g, srow_b = srow_a + 8;
     const int tok_a = (m_tile * BM + srow_a) / p.group, tok_b = (m_tile * BM + srow_b) / p.group;
     float m_run_a = -INFINITY, m_run_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+    // general scoring path (MODS): per-row factor = xai temperature x log2(e)
+    float rowmul_a = 1.4426950408889634f, rowmul_b = 1.4426950408889634f;
+    if (MODS && p.xai_len > 0) {
+      const int qpos_a = s.plen + tok_a, qpos_b = s.plen + tok_b;
+      const float inv_log_len = 1.f / log2f(static_cast<float>(p.xai_len));
+      if (qpos_a > p.xai_len) rowmul_a *= log2f(static_cast<float>(qpos_a)) * inv_log_len;
+      if (qpos_b > p.xai_len) rowmul_b *= log2f(static_cast<float>(qpos_b)) * inv_log_len;
+    }
 
     // ---- O-warp identity and its accumulator
     const int om = warp / WON, on = warp % WON;
@@ -328,21 +346,50 @@ struct Verify {
       const int key0 = step * BN + wn * SN;
       const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end
       float mx_a = -INFINITY, mx_b = -INFINITY;
+      if constexpr (!MODS) {
 #pragma unroll
-      for (int nt = 0; nt < S_NT; ++nt) {
+        for (int nt = 0; nt < S_NT; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float v = acc[nt][e] * p.scale_log2;
-          if (tail) {
+          for (int e = 0; e < 4; ++e) {
+            float v = acc[nt][e] * p.scale_log2;
+            if (tail) {
+              const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
+              const int tok = e < 2 ? tok_a : tok_b;
+              if (pos >= s.len) v = -INFINITY;
+              else if (pos >= s.plen && (tok >= s.n || !tree_visible(p, s, tok, pos - s.plen))) v = -INFINITY;
+            }
+            acc[nt][e] = v;
+          }
+          mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
+          mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
+        }
+      } else {
+        // SGLang's order: s = sm_scale (x k_scale for the prefix) q.k, cap, temperature; then the masks
+        // (tree, sliding window: token i at position P + i sees prefix key p iff P + i <= p + W and
+        // draft j iff i <= j + W)
+#pragma unroll
+        for (int nt = 0; nt < S_NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
             const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
             const int tok = e < 2 ? tok_a : tok_b;
-            if (pos >= s.len) v = -INFINITY;
-            else if (pos >= s.plen && (tok >= s.n || !tree_visible(p, s, tok, pos - s.plen))) v = -INFINITY;
+            const bool pre = pos < s.plen;
+            float v = acc[nt][e] * (pre ? p.scale_nat_prefix : p.scale_nat);
+            if (p.logit_cap > 0.f) v = p.logit_cap * tanh_clamped(v * p.inv_logit_cap);
+            v *= e < 2 ? rowmul_a : rowmul_b;
+            if (pos >= s.len) {
+              v = -INFINITY;
+            } else if (pre) {
+              if (p.window > 0 && s.plen + tok > pos + p.window) v = -INFINITY;
+            } else {
+              const int j = pos - s.plen;
+              if (tok >= s.n || !tree_visible(p, s, tok, j) || (p.window > 0 && tok > j + p.window)) v = -INFINITY;
+            }
+            acc[nt][e] = v;
           }
-          acc[nt][e] = v;
+          mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
+          mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
         }
-        mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
-        mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
       }
       mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
       mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
@@ -370,10 +417,16 @@ struct Verify {
         float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
         for (int nt = 0; nt < S_NT; ++nt) {
-          const float p0 = exp2f(acc[nt][0] - use_a), p1 = exp2f(acc[nt][1] - use_a);
-          const float p2 = exp2f(acc[nt][2] - use_b), p3 = exp2f(acc[nt][3] - use_b);
+          float p0 = exp2f(acc[nt][0] - use_a), p1 = exp2f(acc[nt][1] - use_a);
+          float p2 = exp2f(acc[nt][2] - use_b), p3 = exp2f(acc[nt][3] - use_b);
           sum_a += p0 + p1;
           sum_b += p2 + p3;
+          if (MODS && p.v_scale != 1.f) {
+            // prefix values count v_scale times: folded into P (the row sums above stay unscaled)
+            const int pos0 = key0 + nt * 8 + 2 * t4;
+            if (pos0 < s.plen) { p0 *= p.v_scale; p2 *= p.v_scale; }
+            if (pos0 + 1 < s.plen) { p1 *= p.v_scale; p3 *= p.v_scale; }
+          }
           const int chunk = (wn * SN + nt * 8) / 8;
           const uint32_t off_in_chunk = 4 * t4;  // two 16-bit values per thread
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow_a, chunk) + off_in_chunk),
@@ -476,9 +529,11 @@ struct Verify {
 #pragma unroll
         for (int w = 0; w < WN; ++w) l += l_part[w * BM + row];
         const float m = m_fin[row];
-        const float inv = l > 0.f ? 1.f / l : 0.f;
         const int i = r / p.group, j = r - i * p.group;
         const int h = hk * p.group + j;
+        // a sink joins the denominator once: here when the request is not split, else in the combine
+        if (final_out && p.sinks != nullptr && l > 0.f) l += exp2f(p.sinks[h] * 1.4426950408889634f - m);
+        const float inv = l > 0.f ? 1.f / l : 0.f;
         const int64_t tok = s.qo0 + i;
         const float lse2 = l > 0.f ? m + log2f(l) : -INFINITY;
         if (final_out) {
@@ -526,15 +581,17 @@ struct Verify {
       s.plen = static_cast<int>(load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - s.kv0);
       s.len = s.plen + s.n;
       s.rows = s.n * p.group;
-      s.k_begin = k_begin;
-      s.k_end = k_end;
+      // a sliding window hides the first steps of a long prefix; the planner did not count them
+      const int skip = window_skip_steps(s.plen, p.window, BN);
+      s.k_begin = k_begin + skip;
+      s.k_end = k_end + skip;
       if (m_tile * BM >= s.rows) return;  // this row tile has no queries in request b
       run_segment(p, s, m_tile, hk, part - first_part[b], num_splits[b], slot_off[b], smem);
     });
   }
 };
 
-template <int CFG, class T>
+template <int CFG, class T, bool MODS>
 __global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG].min_blocks_per_sm)
     verify_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -542,12 +599,12 @@ __global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG]
   if constexpr (kTileConfigs[CFG].large_smem) {
     // the large-tile configuration exists for sm_90 / sm_100 only (227 KB of shared memory)
 #if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200
-    Verify<CFG, T>::run(p, smem);
+    Verify<CFG, T, MODS>::run(p, smem);
 #else
     __trap();
 #endif
   } else {
-    Verify<CFG, T>::run(p, smem);
+    Verify<CFG, T, MODS>::run(p, smem);
   }
 #endif
 }

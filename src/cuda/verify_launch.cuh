@@ -8,19 +8,20 @@
 
 namespace fv {
 
-template <int CFG, class T>
+// MODS selects the instantiation with SGLang's score modifiers (p.mods).
+template <int CFG, class T, bool MODS>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   constexpr TileConfig C = kTileConfigs[CFG];
   // raising the dynamic shared-memory limit is a host-side attribute, not a stream operation: legal
   // while a graph is being captured
-  cudaError_t err = cudaFuncSetAttribute(verify_kernel<CFG, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaError_t err = cudaFuncSetAttribute(verify_kernel<CFG, T, MODS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(C.smem_bytes()));
   if (err != cudaSuccess) return err;
-  verify_kernel<CFG, T><<<grid, C.threads(), C.smem_bytes(), stream>>>(p);
+  verify_kernel<CFG, T, MODS><<<grid, C.threads(), C.smem_bytes(), stream>>>(p);
   return cudaGetLastError();
 }
 
-#define FV_INSTANTIATE_VERIFY(CFG, T) \
-  template cudaError_t launch_verify<CFG, T>(const VerifyParams&, dim3, cudaStream_t);
+#define FV_INSTANTIATE_VERIFY(CFG, T, MODS) \
+  template cudaError_t launch_verify<CFG, T, MODS>(const VerifyParams&, dim3, cudaStream_t);
 
 }  // namespace fv

@@ -165,7 +165,7 @@ TEST_F(AbiFixture, InconsistentLengths) {
 
 TEST_F(AbiFixture, MaskIndptrDisagreesWithLengths) {
   store.m64[1] += 1;
-  EXPECT_REJECTED(run(), FV_ERR_MASK_INDPTR, "mask_indptr[0..1]", "request 0", "N*(P+N)");
+  EXPECT_REJECTED(run(), FV_ERR_MASK_INDPTR, "mask_indptr[0..1]", "request 0", "N*(off+P+N)");
 }
 
 TEST_F(AbiFixture, BadIndices) {
@@ -265,6 +265,39 @@ TEST_F(AbiFixture, InvalidEnumsAndScalars) {
   a = good;
   a.qo_indptr.dtype = 5;
   EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "qo_indptr.dtype (5)");
+}
+
+TEST_F(AbiFixture, ScoreModifierArguments) {
+  const fv_args good = a;
+  a.logit_cap = -1.f;
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "logit_cap (-1)");
+  a = good;
+  a.logit_cap = INFINITY;
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "logit_cap (inf)");
+  a = good;
+  a.xai_temperature_len = 1;
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "xai_temperature_len (1)");
+  a = good;
+  a.k_scale = NAN;
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "k_scale");
+  a = good;
+  const int32_t offsets[2] = {0, 0};
+  a.window_kv_offsets = offsets;
+  a.problem.mask_kind = FV_MASK_PARENTS;
+  EXPECT_REJECTED(run(), FV_ERR_UNSUPPORTED, "window_kv_offsets", "FV_MASK_BYTES");
+  a = good;
+  const int32_t negative[2] = {0, -2};
+  a.window_kv_offsets = negative;
+  EXPECT_REJECTED(run(), FV_ERR_BAD_LENGTH, "window_kv_offsets[1] (-2)");
+  a = good;
+  std::vector<float> sinks(hp.spec.hq, 0.5f);
+  sinks[3] = NAN;
+  a.sinks = sinks.data();
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "sinks[3]");
+  a = good;
+  a.sliding_window = -5;  // <= 0: off
+  a.xai_temperature_len = -1;
+  EXPECT_EQ(run(), FV_OK) << fv_last_error();
 }
 
 TEST_F(AbiFixture, ImplementationDeviceMismatch) {

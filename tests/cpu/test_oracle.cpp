@@ -147,6 +147,87 @@ TEST(Oracle, ZeroScaleIsUniformAverage) {
   EXPECT_NEAR(h.lse[2], std::log(4.0), 1e-6);
 }
 
+// SGLang's score modifiers on the same hand-made tree (scores of drafts 0 and 1: p0 0, p1 ln 3, d0 ln 2,
+// d1 0; draft 2 doubles them: weights 1 9 4 16).
+TEST(Oracle, SinksJoinTheDenominator) {
+  HandTree h;
+  fv_args a = h.args(FV_MASK_PARENTS, FV_KV_TOKEN_SLOTS);
+  const float sinks[1] = {std::log(4.f)};
+  a.sinks = sinks;
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  EXPECT_NEAR(h.out[0], 13.0 / 10, 1e-6);
+  EXPECT_NEAR(h.out[HandTree::D], 17.0 / 11, 1e-6);
+  EXPECT_NEAR(h.out[2 * HandTree::D], 111.0 / 34, 1e-6);
+  EXPECT_NEAR(h.out[1], 6.0 / 10, 1e-6);  // dim 1: the weights no longer sum to 1
+  EXPECT_NEAR(h.lse[0], std::log(10.0), 1e-6);
+  EXPECT_NEAR(h.lse[2], std::log(34.0), 1e-6);
+}
+
+TEST(Oracle, KvScalesApplyToThePrefixOnly) {
+  HandTree h;
+  fv_args a = h.args(FV_MASK_BYTES, FV_KV_TOKEN_SLOTS);
+  a.k_scale = 2.f;  // prefix scores x2: p1 weighs 9
+  a.v_scale = 3.f;  // prefix values x3
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  EXPECT_NEAR(h.out[0], (3.0 * 1 + 3.0 * 2 * 9 + 3 * 2) / 12.0, 1e-5);
+  EXPECT_NEAR(h.out[1], (3.0 + 27 + 2) / 12.0, 1e-5);
+  EXPECT_NEAR(h.lse[0], std::log(12.0), 1e-6);
+}
+
+TEST(Oracle, SlidingWindow) {
+  // W = 1: draft i sits at position 2 + i and sees prefix token k iff k >= 1 + i, draft j iff j >= i - 1
+  HandTree h;
+  fv_args a = h.args(FV_MASK_BITS, FV_KV_TOKEN_SLOTS);
+  a.sliding_window = 1;
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  EXPECT_NEAR(h.out[0], (2.0 * 3 + 3 * 2) / 5, 1e-6);           // p1, d0
+  EXPECT_NEAR(h.out[HandTree::D], (3.0 * 2 + 4) / 3, 1e-6);      // d0, d1
+  EXPECT_NEAR(h.out[2 * HandTree::D], 5.0, 1e-6);                // d2 only (d0 is out of the window)
+  EXPECT_NEAR(h.lse[2], std::log(16.0), 1e-6);
+}
+
+TEST(Oracle, LogitCap) {
+  HandTree h;
+  fv_args a = h.args(FV_MASK_BYTES, FV_KV_TOKEN_SLOTS);
+  a.logit_cap = 1.f;  // tanh(ln 3) = 0.8, tanh(ln 2) = 0.6
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  const double w1 = std::exp(0.8), w2 = std::exp(0.6);
+  EXPECT_NEAR(h.out[0], (1 + 2 * w1 + 3 * w2) / (1 + w1 + w2), 1e-6);
+  EXPECT_NEAR(h.lse[0], std::log(1 + w1 + w2), 1e-6);
+}
+
+TEST(Oracle, XaiTemperature) {
+  // L = 2: draft 0 (position 2) unchanged, draft 1 (position 3) scores x log2 3, draft 2 (4) x 2
+  HandTree h;
+  fv_args a = h.args(FV_MASK_PARENTS, FV_KV_TOKEN_SLOTS);
+  a.xai_temperature_len = 2;
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  EXPECT_NEAR(h.out[0], 13.0 / 6, 1e-6);
+  const double t = std::log2(3.0), w1 = std::pow(3.0, t), w2 = std::pow(2.0, t);
+  EXPECT_NEAR(h.out[HandTree::D], (1 + 2 * w1 + 3 * w2 + 4) / (1 + w1 + w2 + 1), 1e-5);
+  // draft 2: scores 0, 2 ln 3, 2 ln 2, 2 ln 4 doubled again: weights 1, 81, 16, 256
+  EXPECT_NEAR(h.out[2 * HandTree::D], (1 + 2 * 81 + 3 * 16 + 5 * 256) / 354.0, 1e-5);
+}
+
+TEST(Oracle, WindowKvOffsetsShiftTheByteMask) {
+  HandTree h;
+  const int off = 3, W = off + HandTree::P + HandTree::N;
+  std::vector<uint8_t> mask(HandTree::N * W, 0);
+  for (int i = 0; i < HandTree::N; ++i)
+    for (int j = 0; j < HandTree::N; ++j) mask[i * W + off + HandTree::P + j] = (h.bits[i] >> j) & 1u;
+  std::vector<int64_t> mask_indptr = {0, HandTree::N * W};
+  const int32_t offsets[1] = {off};
+  fv_args a = h.args(FV_MASK_BYTES, FV_KV_TOKEN_SLOTS);
+  a.custom_mask = mask.data();
+  a.mask_indptr = {mask_indptr.data(), FV_INDEX_INT64, 0};
+  a.window_kv_offsets = offsets;
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  EXPECT_NEAR(h.out[0], 13.0 / 6, 1e-6);
+  EXPECT_NEAR(h.out[2 * HandTree::D], 111.0 / 30, 1e-6);
+  a.window_kv_offsets = nullptr;  // the same bytes read without the offset: wrong span
+  EXPECT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_ERR_MASK_INDPTR);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // invariances on random bf16 problems
 

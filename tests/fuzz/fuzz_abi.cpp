@@ -26,6 +26,8 @@ struct Buffers {
   std::vector<int64_t> qo64, kv64, idx64, m64;
   std::vector<uint8_t> mask;
   std::vector<uint32_t> bits;
+  std::vector<float> sinks;
+  std::vector<int32_t> woff;
 };
 
 // statuses seen, printed at exit: how many inputs were rejected, and why, and how many ran the oracle
@@ -184,6 +186,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.mask_indptr = {b.m64.data(), FV_INDEX_INT64, 0};
   a.mask_bits = b.bits.data();
   a.parents = b.parents.data();
+  // SGLang's score modifiers: mostly off, sometimes on, sometimes invalid
+  if (f.ConsumeIntegralInRange(0, 2) == 0) {
+    a.logit_cap = pick(f, {0.f, 1.5f, 30.f, -1.f, NAN});
+    a.sliding_window = pick(f, {0, 1, 3, 17, -1});
+    a.xai_temperature_len = pick(f, {0, 2, 5, 1, -3});
+    a.k_scale = pick(f, {0.f, 1.f, 0.5f, 2.f, INFINITY});
+    a.v_scale = pick(f, {0.f, 1.f, 1.5f, NAN});
+    if (f.ConsumeBool()) {
+      b.sinks.assign(hq, pick(f, {0.5f, -2.f, -INFINITY, NAN}));
+      a.sinks = b.sinks.data();
+    }
+    if (f.ConsumeBool() && B > 0) {
+      b.woff.assign(B, 0);
+      b.woff[f.ConsumeIntegralInRange(0, B - 1)] = f.ConsumeIntegralInRange(-2, 3);
+      a.window_kv_offsets = b.woff.data();
+    }
+  }
   // NULL pointers, now and then
   if (!valid_mostly) {
     switch (f.ConsumeIntegralInRange(0, 9)) {
@@ -203,7 +222,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (st >= 0 && st <= FV_ERR_INTERNAL) ++g_status_count[st];
   if (std::strlen(fv_status_string(st)) == 0) std::abort();
   if (st != FV_OK && std::strlen(fv_last_error()) == 0) std::abort();  // every rejection explains itself
-  if (st == FV_OK && p.device == FV_DEVICE_CPU && std::isfinite(a.sm_scale) && std::fabs(a.sm_scale) <= 1.f) {
+  if (st == FV_OK && p.device == FV_DEVICE_CPU && std::isfinite(a.sm_scale) && std::fabs(a.sm_scale) <= 1.f &&
+      std::fabs(a.k_scale) <= 2.f) {
     // finite inputs and a moderate scale give finite outputs (rows that see nothing are 0)
     const int od = p.out_dtype == 0 ? p.dtype : p.out_dtype;
     for (int64_t t = b.qo64[0]; t < b.qo64[B]; ++t)

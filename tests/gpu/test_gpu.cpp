@@ -102,6 +102,19 @@ CaseSpec sweep_case(int idx, uint64_t seed) {
   while (cost() > cap && N > 2) N = std::max(2, N / 4);
   while (cost() > cap && P > 4096) P /= 4;
   s.max_draft = N;
+  // SGLang's score modifiers on a third of the problems, in random combinations
+  if (rng() % 3 == 0) {
+    const unsigned f = 1 + static_cast<unsigned>(rng() % 63);
+    if (f & 1) s.logit_cap = 0.5f + static_cast<float>(rng() % 40) / 10.f;
+    if (f & 2) s.sliding_window = 1 + static_cast<int>(rng() % (P + N + 8));
+    if (f & 4) s.xai_temperature_len = 2 + static_cast<int>(rng() % (P + 4));
+    if (f & 8) s.sinks = true;
+    if (f & 16) {
+      s.k_scale = 0.25f + static_cast<float>(rng() % 8) / 4.f;
+      s.v_scale = 0.25f + static_cast<float>(rng() % 8) / 4.f;
+    }
+    if ((f & 32) && s.mask_kind == FV_MASK_BYTES) s.window_offsets = true;
+  }
   // ragged: the first request has the full draft count and prefix, the others fewer; some are padded
   for (int b = 0; b < B; ++b) {
     const int n = b == 0 ? N : 1 + static_cast<int>(rng() % N);

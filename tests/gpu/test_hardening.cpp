@@ -455,6 +455,29 @@ TEST(Numerics, MostlyPaddedBatch) {
 }
 
 // ------------------------------------------------------------------------------------------------------
+// SGLang's score modifiers, one at a time and all together, MLA and GQA, fast and naive vs the oracle
+
+TEST(Modifiers, EachAloneAndAllTogether) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 61;
+  for (bool mla : {true, false}) {
+    for (int which = 0; which < 8; ++which) {
+      CaseSpec s = base_case(mla, seed + which + 10 * mla);
+      s.prefix = {3000, 333, -1};
+      if (which == 0 || which == 7) s.logit_cap = 1.5f;
+      if (which == 1 || which == 7) s.sliding_window = which == 1 ? 700 : 5;  // long and very short windows
+      if (which == 2 || which == 7) s.xai_temperature_len = 300;
+      if (which == 3 || which == 7) s.sinks = true;
+      if (which == 4 || which == 7) { s.k_scale = 0.5f; s.v_scale = 1.75f; }
+      if (which == 5 || which == 7) s.window_offsets = true;
+      if (which == 6) { s.sliding_window = 1; s.num_kv_splits = 4096; }  // every split but the last masked
+      const HostProblem hp = fvt::make_problem(s);
+      expect_matches_oracle(hp, "modifier");
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------
 // every kernel instantiation on a small problem (the sanitizer runs use this test)
 
 TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
@@ -476,6 +499,13 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
       s.prefix = {300, 40, -1};
       s.num_kv_splits = runs % 2 ? 0 : 3;
       s.mask_kind = runs % 3;
+      if (runs % 2) {  // the modifiers' scoring path
+        s.logit_cap = 2.f;
+        s.sliding_window = 200;
+        s.sinks = true;
+        s.k_scale = 0.75f;
+        s.v_scale = 1.25f;
+      }
       const HostProblem hp = fvt::make_problem(s);
       ASSERT_EQ(setenv("FLASHVERIFY_CONFIG", c.config, 1), 0);
       fvt::Reference ref;

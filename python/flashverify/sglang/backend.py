@@ -43,6 +43,14 @@ def _as_slot_rows(buf: torch.Tensor) -> Optional[torch.Tensor]:
     return None
 
 
+def _scalar(x) -> float:
+    # k_scale / v_scale arrive as None, a float, or a 0-d / 1-element tensor (a host read only then; SGLang
+    # keeps them on the host for Triton's own launch, which takes them as scalars)
+    if x is None:
+        return 1.0
+    return float(x)
+
+
 class FlashVerifyBackend(TritonAttnBackend):
     def __init__(self, model_runner, *args, **kwargs):
         super().__init__(model_runner, *args, **kwargs)
@@ -57,6 +65,7 @@ class FlashVerifyBackend(TritonAttnBackend):
         self._workspace: Optional[Workspace] = None
         self._ws_need = {}
         self._logged = set()
+        self._sinks_cache = {}
         if self._disabled:
             self._log_once("disabled", "flashverify: FLASHVERIFY_DISABLE=1, every call goes to Triton")
 
@@ -104,14 +113,6 @@ class FlashVerifyBackend(TritonAttnBackend):
             return "not-target-verify"
         if self._disabled:
             return "disabled"
-        if a.get("logit_cap") not in (None, 0, 0.0):
-            return "logit_cap"
-        if (a.get("sliding_window_size") or -1) > -1:
-            return "sliding_window"
-        if a.get("sinks") is not None:
-            return "sinks"
-        if (a.get("xai_temperature_len") or -1) > 0:
-            return "xai_temperature"
         if a.get("score_mod") is not None:
             return "score_mod"
         if a.get("lse_extend") is not None or a.get("skip_prefix") or a.get("skip_extend"):
@@ -119,9 +120,6 @@ class FlashVerifyBackend(TritonAttnBackend):
         q, k_buffer = a["q_extend"], a["k_buffer"]
         if q.dtype not in (torch.bfloat16, torch.float16) or k_buffer.dtype != q.dtype:
             return "fp8_or_dtype"
-        for s in (a.get("k_scale"), a.get("v_scale")):
-            if s is not None and float(s) != 1.0:
-                return "kv_scale"
         if (a["k_extend"].shape[-1], a["v_extend"].shape[-1]) not in SUPPORTED_HEAD_DIMS:
             return "head_dim"
         if a["custom_mask"] is None and not a["is_causal"]:
@@ -156,12 +154,22 @@ class FlashVerifyBackend(TritonAttnBackend):
         ws = self._ensure_workspace(q, k_ext, v_ext, batch, max_draft, mask="bytes" if a["custom_mask"] is not None else "causal")
         if ws is None:
             return self._fallback("workspace", args, kwargs)
+        # SGLang's per-layer score modifiers, passed through (SGLang's order and conventions)
+        window = a.get("sliding_window_size")
+        window = int(window) if window is not None and int(window) > 0 else -1
+        woff = a.get("window_kv_offsets") if window > 0 and a["custom_mask"] is not None else None
+        sinks = a.get("sinks")
+        if sinks is not None:
+            sinks = self._sinks_fp32(sinks)
         try:
             verify_attention(
                 q, k_ext, v_ext, k_buf, v_buf, a["qo_indptr"], a["kv_indptr"], a["kv_indices"],
                 custom_mask=a["custom_mask"], mask_indptr=a["mask_indptr"] if a["custom_mask"] is not None else None,
                 causal=a["custom_mask"] is None, sm_scale=float(a["sm_scale"]), max_draft=max_draft,
-                workspace=ws, out=o)
+                workspace=ws, out=o, sinks=sinks, window_kv_offsets=woff,
+                logit_cap=float(a.get("logit_cap") or 0.0), sliding_window=window,
+                xai_temperature_len=int(a.get("xai_temperature_len") or -1),
+                k_scale=_scalar(a.get("k_scale")), v_scale=_scalar(a.get("v_scale")))
         except (_lib.FlashVerifyError, ValueError, TypeError) as e:
             return self._fallback(f"error:{type(e).__name__}:{getattr(e, 'status', '')}", args, kwargs)
         stats["served"] += 1
@@ -169,6 +177,19 @@ class FlashVerifyBackend(TritonAttnBackend):
         if self._shadow_every and self._served % self._shadow_every == 0 and not torch.cuda.is_current_stream_capturing():
             self._shadow_check(args, kwargs, o)
         return o
+
+    def _sinks_fp32(self, sinks: torch.Tensor) -> torch.Tensor:
+        # the ABI takes float32 sinks; a layer's sinks are a parameter, so the converted copy is made once
+        if sinks.dtype == torch.float32 and sinks.is_contiguous():
+            return sinks
+        key = (sinks.data_ptr(), sinks.dtype, sinks.shape, getattr(sinks, "_version", 0))
+        cached = self._sinks_cache.get(key)
+        if cached is None:
+            if torch.cuda.is_current_stream_capturing():
+                raise ValueError("sinks: a non-float32 sinks tensor met first under graph capture")
+            cached = sinks.detach().float().contiguous()
+            self._sinks_cache[key] = cached
+        return cached
 
     def _ensure_workspace(self, q, k_ext, v_ext, batch, max_draft, mask) -> Optional[Workspace]:
         key = (batch, max_draft, q.shape[1], k_ext.shape[1], k_ext.shape[-1], v_ext.shape[-1], q.dtype, mask, q.device)

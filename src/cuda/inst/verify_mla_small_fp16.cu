@@ -2,5 +2,5 @@
 #include "../verify_launch.cuh"
 
 namespace fv {
-FV_INSTANTIATE_VERIFY(kMlaSmall, __half)
+FV_INSTANTIATE_VERIFY(kMlaSmall, __half, false)
 }  // namespace fv

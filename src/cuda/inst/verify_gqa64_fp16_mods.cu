@@ -1,0 +1,6 @@
+// Generated instantiation (with SGLang's score modifiers): configuration kGqa64, fp16.
+#include "../verify_launch.cuh"
+
+namespace fv {
+FV_INSTANTIATE_VERIFY(kGqa64, __half, true)
+}  // namespace fv
