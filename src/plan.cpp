@@ -127,7 +127,15 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // so split requests use at most 2 * (parts - 1) slots, and never more than B + parts - 1.
   const int64_t parts = plan->num_parts;
   plan->max_slots = parts > 1 ? std::min<int64_t>(2 * (parts - 1), int64_t(p.batch_size) + parts - 1) : 0;
-  if (p.mask_kind == FV_MASK_BYTES || p.mask_kind == FV_MASK_PARENTS)
+  // Small batches skip the prepare kernel (one launch less: ~3-4 us at batch 1); FLASHVERIFY_INLINE_PLAN=0
+  // turns that off (benchmark A/B).
+  static const bool inline_allowed = [] {
+    const char* v = std::getenv("FLASHVERIFY_INLINE_PLAN");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  plan->inline_plan = inline_allowed && p.batch_size >= 1 && p.batch_size <= kInlinePlanMaxBatch &&
+                      p.mask_kind != FV_MASK_PARENTS;
+  if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)
     plan->mask_words = static_cast<int>(ceil_div(p.max_draft, 32));
 
   const int64_t rows = int64_t(p.batch_size) * p.max_draft;  // token rows the batch can hold

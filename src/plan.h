@@ -28,6 +28,10 @@ struct SchedLayout {
   static constexpr int64_t words(int batch) { return kHeader + 4 * int64_t(batch) + 1; }
 };
 
+// Batches up to this size are planned by the verify kernel itself (one warp scans the lengths) instead
+// of a separate prepare launch, unless parent arrays need converting.
+constexpr int kInlinePlanMaxBatch = 16;
+
 struct Plan {
   int impl = FV_IMPL_ORACLE;     // resolved implementation
   const TileConfig* cfg = nullptr;  // FAST only
@@ -37,6 +41,7 @@ struct Plan {
   int ctas_per_sm = 0;
   int64_t max_slots = 0;         // partial (o, lse) states the workspace holds
   int mask_words = 0;            // uint32 words per converted mask row (0: no conversion)
+  bool inline_plan = false;      // no prepare kernel: the verify kernel plans (and reads byte masks directly)
   // workspace layout, bytes from its start
   std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;
 };

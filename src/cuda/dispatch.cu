@@ -204,10 +204,15 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   if (pb.num_kv_splits > 0) p.min_part_cost = 1;  // a forced split count is honoured as far as the work allows
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const bool convert = plan.mask_words > 0;
-  prepare_kernel<<<1 + (convert ? pb.batch_size : 0), kPrepareThreads, 0, s>>>(p, bits, plan.mask_words);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return cuda_fail(err, "prepare kernel launch");
+  cudaError_t err;
+  p.inline_plan = plan.inline_plan;
+  p.bytes_direct = plan.inline_plan && pb.mask_kind == FV_MASK_BYTES;
+  if (!plan.inline_plan) {
+    const bool convert = plan.mask_words > 0;
+    prepare_kernel<<<1 + (convert ? pb.batch_size : 0), kPrepareThreads, 0, s>>>(p, bits, plan.mask_words);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return cuda_fail(err, "prepare kernel launch");
+  }
 
   const dim3 grid(static_cast<unsigned>(plan.m_tiles), static_cast<unsigned>(plan.num_parts),
                   static_cast<unsigned>(pb.num_kv_heads));

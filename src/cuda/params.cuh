@@ -52,6 +52,9 @@ struct VerifyParams {
   const float* sinks;                 // [Hq] natural-log units, or null
   const int32_t* window_kv_offsets;   // [B] (byte mask), or null
 
+  int inline_plan;   // no prepare kernel ran: every verify CTA plans for itself, CTA (0,0,0) publishes it
+  int bytes_direct;  // the byte mask is read in place (no converted bits)
+
   // work partition (filled by the prepare kernel on the device)
   int32_t* sched;       // SchedLayout
   int num_parts;        // grid.y

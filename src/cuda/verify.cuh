@@ -124,6 +124,8 @@ struct Verify {
   struct Seg {
     int b, n, plen, len;  // request, draft tokens, prefix length, prefix + draft
     int64_t qo0, kv0;     // first q row, first kv_indices entry
+    int64_t mask0;        // byte mask read in place (p.bytes_direct): the request's block and its
+    int woff;             //   window offset
     int k_begin, k_end;   // key steps of this segment
     int rows;             // group * n
   };
@@ -211,6 +213,8 @@ struct Verify {
   // Is draft j visible to draft i of the segment's request? (i, j < n)
   __device__ static bool tree_visible(const VerifyParams& p, const Seg& s, int i, int j) {
     if (p.mask_kind == FV_MASK_CAUSAL) return j <= i;
+    if (p.bytes_direct)
+      return __ldg(p.custom_mask + s.mask0 + int64_t(i) * (s.woff + s.plen + s.n) + s.woff + s.plen + j) != 0;
     // user bits are indexed by the global q row; converted bits by (request, draft)
     const int64_t row = p.mask_kind == FV_MASK_BITS ? s.qo0 + i : int64_t(s.b) * p.max_draft + i;
     const uint32_t word = __ldg(p.mask_bits + row * p.mask_bits_stride + (j >> 5));
@@ -562,9 +566,64 @@ struct Verify {
     }
   }
 
+  // The prepare kernel's plan (schedule.cuh), computed by one warp for a batch of at most
+  // kInlinePlanMaxBatch requests into `sp` (SchedLayout order), with the same partition.h functions.
+  __device__ static void plan_inline(const VerifyParams& p, int32_t* sp) {
+    const int lane = threadIdx.x;  // warp 0
+    const int B = p.batch;
+    int cost = 0;
+    if (lane < B) {
+      const int64_t n = load_index(p.qo_indptr, lane + 1, p.qo_i64) - load_index(p.qo_indptr, lane, p.qo_i64);
+      const int64_t plen =
+          load_index(p.kv_indptr, lane + 1, p.kv_indptr_i64) - load_index(p.kv_indptr, lane, p.kv_indptr_i64);
+      cost = request_cost(n, plen - int64_t(window_skip_steps(plen, p.window, p.block_n)) * p.block_n, p.block_n,
+                          p.overhead);
+    }
+    int inc = cost;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, inc, o);
+      if (lane >= o) inc += x;
+    }
+    const int total = __shfl_sync(0xffffffffu, inc, 31);
+    const int parts = effective_parts(p.num_parts, total, p.min_part_cost);
+    int32_t* cum = sp + SchedLayout::cum(B);
+    if (lane == 0) {
+      sp[0] = parts;
+      sp[1] = total;
+      cum[0] = 0;
+    }
+    if (lane < B) cum[lane + 1] = inc;
+    __syncwarp();
+    int fp = 0, ns = 0;
+    if (lane < B) request_splits(cum[lane], cum[lane + 1], p.overhead, parts, total, &fp, &ns);
+    const int slots = ns > 1 ? ns : 0;
+    int sinc = slots;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, sinc, o);
+      if (lane >= o) sinc += x;
+    }
+    if (lane < B) {
+      sp[SchedLayout::first_part(B) + lane] = fp;
+      sp[SchedLayout::num_splits(B) + lane] = ns;
+      sp[SchedLayout::slot_offset(B) + lane] = sinc - slots;
+    }
+  }
+
   __device__ static void run(const VerifyParams& p, uint8_t* smem) {
     const int m_tile = blockIdx.x, part = blockIdx.y, hk = blockIdx.z;
+    static_assert(kInlinePlanMaxBatch <= 32, "one warp plans");
+    __shared__ int32_t inline_sched[SchedLayout::words(kInlinePlanMaxBatch)];
     const int32_t* sched = p.sched;
+    if (p.inline_plan) {
+      if (threadIdx.x < 32) plan_inline(p, inline_sched);
+      __syncthreads();
+      // one CTA publishes the plan for the combine kernel (which runs after this grid)
+      if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+        for (int w = threadIdx.x; w < SchedLayout::words(p.batch); w += blockDim.x) p.sched[w] = inline_sched[w];
+      sched = inline_sched;
+    }
     const int parts = sched[0];
     const int64_t total = sched[1];
     if (part >= parts || total == 0) return;
@@ -581,6 +640,12 @@ struct Verify {
       s.plen = static_cast<int>(load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - s.kv0);
       s.len = s.plen + s.n;
       s.rows = s.n * p.group;
+      s.mask0 = 0;
+      s.woff = 0;
+      if (p.bytes_direct) {
+        s.mask0 = load_index(p.mask_indptr, b, p.mask_indptr_i64);
+        s.woff = p.window_kv_offsets != nullptr ? p.window_kv_offsets[b] : 0;
+      }
       // a sliding window hides the first steps of a long prefix; the planner did not count them
       const int skip = window_skip_steps(s.plen, p.window, BN);
       s.k_begin = k_begin + skip;

@@ -51,13 +51,31 @@ TEST(Plan, MlaOnH200UsesLargeTiles) {
   EXPECT_EQ(plan.ctas_per_sm, 1);
   EXPECT_EQ(plan.num_parts, 66);       // 2 x 66 = 132 CTAs, one per SM
   EXPECT_EQ(plan.max_slots, 66);       // min(2 * 65, B + 65)
-  EXPECT_EQ(plan.mask_words, 1);
+  EXPECT_TRUE(plan.inline_plan);     // batch 1: no prepare kernel, the byte mask is read in place
+  EXPECT_EQ(plan.mask_words, 0);
   // layout: scheduler words, converted mask bits, partial lse, partial o; 256-byte aligned
   EXPECT_EQ(plan.off_sched, 0u);
   EXPECT_EQ(plan.off_bits % 256, 0u);
   EXPECT_GE(plan.off_part_o - plan.off_part_lse, 66u * 8 * 16 * 4);
   EXPECT_GE(plan.total - plan.off_part_o, 66u * 8 * 16 * 512 * 4);
   EXPECT_LT(plan.total - plan.off_part_o, 66u * 8 * 16 * 512 * 4 + 256);
+}
+
+TEST(Plan, InlinePlanningOnlyForSmallBatchesWithoutParentArrays) {
+  fv::Plan plan;
+  fv_problem p = mla_problem(16, 8, fv::kInlinePlanMaxBatch);
+  ASSERT_EQ(fv::make_plan(p, kH200, &plan), FV_OK);
+  EXPECT_TRUE(plan.inline_plan);
+  EXPECT_EQ(plan.mask_words, 0);
+  p.batch_size = fv::kInlinePlanMaxBatch + 1;  // the prepare kernel plans and converts the byte mask
+  ASSERT_EQ(fv::make_plan(p, kH200, &plan), FV_OK);
+  EXPECT_FALSE(plan.inline_plan);
+  EXPECT_EQ(plan.mask_words, 1);
+  p.batch_size = 2;
+  p.mask_kind = FV_MASK_PARENTS;  // parent arrays are converted to bits by the prepare kernel
+  ASSERT_EQ(fv::make_plan(p, kH200, &plan), FV_OK);
+  EXPECT_FALSE(plan.inline_plan);
+  EXPECT_EQ(plan.mask_words, 1);
 }
 
 TEST(Plan, ForcedProfilesAndDevices) {
