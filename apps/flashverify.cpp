@@ -366,7 +366,13 @@ int cmd_bench(const Options& o) {
   int done = 0;
   for (const BenchCase& bc : cases) {
     ++done;
-    if (!o.only.empty() && bc.name.find(o.only) == std::string::npos) continue;
+    if (!o.only.empty()) {
+      // a substring of the case name; a trailing '$' anchors it at the end of the name
+      const bool anchored = o.only.back() == '$';
+      const std::string needle = anchored ? o.only.substr(0, o.only.size() - 1) : o.only;
+      const size_t at = bc.name.rfind(needle);
+      if (at == std::string::npos || (anchored && at + needle.size() != bc.name.size())) continue;
+    }
     std::fprintf(stderr, "[%d/%zu] %s: building inputs...\n", done, cases.size(), bc.name.c_str());
     const HostProblem hp = fvt::make_problem(bc.spec);
     fvt::DeviceProblem fast(hp, FV_IMPL_FAST);

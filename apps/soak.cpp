@@ -224,7 +224,8 @@ int cmd_soak(double seconds, uint64_t seed_in, const std::string& report) {
   JobQueue queue(12);
   std::atomic<bool> done{false};
   std::atomic<long> generated{0};
-  const unsigned workers = std::max(2u, std::min(12u, std::thread::hardware_concurrency() - 2));
+  // a few generator threads: enough to keep the GPU busy, few enough to leave the CPUs to whatever runs beside
+  const unsigned workers = 4;
   std::vector<std::thread> producers;
   for (unsigned w = 0; w < workers; ++w)
     producers.emplace_back([&, w] {
