@@ -253,6 +253,17 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     small = uniform(true, 16, 1, 0, 64, 32768, 16);
     small.profile = FV_PROFILE_SMALL_SMEM;
     add("mla h16 n64 p32k b16 [sm120 cfg]", small, "sm_120 config");
+    // fp8 e4m3 KV caches: GB/s counts the bf16-equivalent KV (the bytes moved are half)
+    auto fp8 = [](CaseSpec s) {
+      s.kv_fp8 = true;
+      s.k_scale = 0.5f;
+      s.v_scale = 1.5f;
+      return s;
+    };
+    add("mla h16 n8 p32k b1 [fp8 kv]", fp8(uniform(true, 16, 1, 0, 8, 32768, 1)), "fp8: fewer bytes");
+    add("mla h16 n64 p32k b16 [fp8 kv]", fp8(uniform(true, 16, 1, 0, 64, 32768, 16)), "fp8: fewer bytes");
+    add("gqa32/8 d128 n8 p32k b16 [fp8 kv]", fp8(uniform(false, 32, 8, 128, 8, 32768, 16)), "fp8: fewer bytes");
+    add("gqa8/1 d128 n8 p32k b1 [fp8 kv]", fp8(uniform(false, 8, 1, 128, 8, 32768, 1)), "fp8: fewer bytes");
   }
   if (suite == "full") {
     add("mla h16 n8 p4k b1", uniform(true, 16, 1, 0, 8, 4096, 1));

@@ -57,6 +57,13 @@ CaseSpec capacity(bool mla, int hq, int hkv, int d, int max_draft, int max_prefi
   return s;
 }
 
+CaseSpec fp8(CaseSpec s) {
+  s.kv_fp8 = true;
+  s.k_scale = 0.75f;
+  s.v_scale = 1.25f;
+  return s;
+}
+
 std::vector<Shape> shapes() {
   return {
       {"mla h16 n16 b4 bytes", capacity(true, 16, 1, 0, 16, 24000, 4, FV_MASK_BYTES)},
@@ -68,6 +75,9 @@ std::vector<Shape> shapes() {
                                                      FV_KV_PAGE_TABLE, 16)},
       {"gqa16/4 d64 n128 b2 parents", capacity(false, 16, 4, 64, 128, 6000, 2, FV_MASK_PARENTS)},
       {"gqa8/2 d256 n8 b4 bits paged64", capacity(false, 8, 2, 256, 8, 10000, 4, FV_MASK_BITS, FV_KV_PAGE_TABLE, 64)},
+      {"mla h16 n16 b4 bytes fp8-kv", fp8(capacity(true, 16, 1, 0, 16, 16000, 4, FV_MASK_BYTES))},
+      {"gqa32/8 d128 n8 b8 bytes fp8-kv paged16", fp8(capacity(false, 32, 8, 128, 8, 12000, 8, FV_MASK_BYTES,
+                                                               FV_KV_PAGE_TABLE, 16))},
   };
 }
 

@@ -23,6 +23,10 @@ inline float kv_scale_of(float s) { return s == 0.f ? 1.f : s; }
 
 inline bool is_mla_dims(int dqk, int dv) { return dqk == 576 && dv == 512; }
 
+inline fv_dtype kv_dtype_of(const fv_problem& p) {
+  return static_cast<fv_dtype>(p.kv_dtype == 0 ? p.dtype : p.kv_dtype);
+}
+
 inline fv_dtype out_dtype_of(const fv_problem& p) {
   return static_cast<fv_dtype>(p.out_dtype == 0 ? p.dtype : p.out_dtype);
 }
@@ -33,6 +37,7 @@ inline int dtype_bytes(int dt) {
     case FV_DTYPE_FP16: return 2;
     case FV_DTYPE_FP32: return 4;
     case FV_DTYPE_FP64: return 8;
+    case FV_DTYPE_FP8_E4M3: return 1;
     default: return 0;
   }
 }

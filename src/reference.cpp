@@ -29,6 +29,16 @@ double load_elem(const void* base, int dtype, int64_t offset) {
       return sign ? -v : v;
     }
     case FV_DTYPE_FP32: return static_cast<const float*>(base)[offset];
+    case FV_DTYPE_FP8_E4M3: {
+      // OCP e4m3: bias 7, no infinities, S.1111.111 is NaN; subnormals m * 2^-9
+      const uint8_t b = static_cast<const uint8_t*>(base)[offset];
+      const int sign = b >> 7, exp = (b >> 3) & 0xf, mant = b & 7;
+      double v;
+      if (exp == 15 && mant == 7) v = std::numeric_limits<double>::quiet_NaN();
+      else if (exp == 0) v = std::ldexp(double(mant), -9);
+      else v = std::ldexp(double(mant | 8), exp - 10);
+      return sign ? -v : v;
+    }
     default: return static_cast<const double*>(base)[offset];
   }
 }
@@ -99,7 +109,7 @@ bool draft_visible(const fv_args& a, int b, int64_t qo0, int64_t plen, int64_t n
 fv_status run_reference(const fv_args& a) {
   const fv_problem& p = a.problem;
   const int B = p.batch_size, hq = p.num_q_heads, group = p.num_q_heads / p.num_kv_heads;
-  const int dqk = p.head_dim_qk, dv = p.head_dim_v, dt = p.dtype, odt = out_dtype_of(p);
+  const int dqk = p.head_dim_qk, dv = p.head_dim_v, dt = p.dtype, odt = out_dtype_of(p), kdt = kv_dtype_of(p);
 
   // one task per (request, draft token): rows of all requests flattened
   std::vector<std::pair<int, int64_t>> tasks;
@@ -159,7 +169,8 @@ fv_status run_reference(const fv_args& a) {
         int64_t off;
         const void* kbase = row(keys[k], false, &off);
         double s = 0;
-        for (int d = 0; d < dqk; ++d) s += q[d] * load_elem(kbase, dt, off + d);
+        const int et = keys[k] >= 0 ? kdt : dt;  // pool rows in kv_dtype, draft rows in dtype
+        for (int d = 0; d < dqk; ++d) s += q[d] * load_elem(kbase, et, off + d);
         s *= static_cast<double>(a.sm_scale) * (keys[k] >= 0 ? kscale : 1.0);
         if (a.logit_cap > 0) s = a.logit_cap * std::tanh(s / a.logit_cap);
         scores[k] = s * xai;
@@ -173,7 +184,8 @@ fv_status run_reference(const fv_args& a) {
         int64_t off;
         const void* vbase = row(keys[k], true, &off);
         const double wv = w * (keys[k] >= 0 ? vscale : 1.0);
-        for (int d = 0; d < dv; ++d) acc[d] += wv * load_elem(vbase, dt, off + d);
+        const int et = keys[k] >= 0 ? kdt : dt;
+        for (int d = 0; d < dv; ++d) acc[d] += wv * load_elem(vbase, et, off + d);
       }
       // a sink: one more term of the denominator, with no value
       if (a.sinks != nullptr && !keys.empty()) denom += std::exp(static_cast<double>(a.sinks[h]) - max_score);

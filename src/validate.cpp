@@ -71,6 +71,7 @@ const char* dtype_name(int dt) {
     case FV_DTYPE_FP16: return "fp16";
     case FV_DTYPE_FP32: return "fp32";
     case FV_DTYPE_FP64: return "fp64";
+    case FV_DTYPE_FP8_E4M3: return "fp8_e4m3";
     default: return "unknown";
   }
 }
@@ -98,6 +99,10 @@ fv_status validate_problem(const fv_problem& p, const char* fn) {
     return fail(FV_ERR_UNSUPPORTED_DTYPE, "%s: problem.out_dtype (%d, %s) must be 0 (same as dtype), %s, fp32%s", fn,
                 od, dtype_name(od), dtype_name(p.dtype), cpu ? " or fp64" : "");
 
+  const int kd = p.kv_dtype;
+  if (!(kd == 0 || kd == p.dtype || kd == FV_DTYPE_FP8_E4M3))
+    return fail(FV_ERR_UNSUPPORTED_DTYPE, "%s: problem.kv_dtype (%d, %s) must be 0 (same as dtype), %s or fp8_e4m3 (%d)",
+                fn, kd, dtype_name(kd), dtype_name(p.dtype), FV_DTYPE_FP8_E4M3);
   if (p.batch_size < 0) return fail(FV_ERR_BAD_LENGTH, "%s: problem.batch_size (%d) is negative", fn, p.batch_size);
   if (p.max_draft < 1 || p.max_draft > 65536)
     return fail(FV_ERR_BAD_LENGTH, "%s: problem.max_draft (%d) must be in 1..65536", fn, p.max_draft);

@@ -158,6 +158,7 @@ std::string CaseSpec::describe() const {
   if (sinks) os << " sinks";
   if (window_offsets) os << " woff";
   if (k_scale != 0.f || v_scale != 0.f) os << " kv-scale" << k_scale << "/" << v_scale;
+  if (kv_fp8) os << " kv-fp8";
   return os.str();
 }
 
@@ -244,16 +245,39 @@ HostProblem make_problem(const CaseSpec& spec_in) {
   // the pool: shuffled slots, slot 0 the dummy that padded requests read, unused rows poisoned
   const std::vector<char> used = assign_slots(hp, plen, rng);
   const int64_t krow = int64_t(s.hkv) * s.dqk, vrow = int64_t(s.hkv) * s.dv;
-  hp.k_pool.resize(hp.num_slots * krow);
-  fill_random(hp.k_pool, s.dtype, s.value_scale, s.seed, 4);
-  if (!s.mla()) {
-    hp.v_pool.resize(hp.num_slots * vrow);
-    fill_random(hp.v_pool, s.dtype, s.value_scale, s.seed, 5);
-  }
-  for (int64_t slot = 0; slot < hp.num_slots; ++slot) {
-    if (used[slot]) continue;
-    std::fill_n(hp.k_pool.begin() + slot * krow, krow, kNanBits);
-    if (!s.mla()) std::fill_n(hp.v_pool.begin() + slot * vrow, vrow, kNanBits);
+  if (s.kv_fp8) {
+    // e4m3 codes of magnitude 2^-5 .. 1.875, a few subnormals; unused rows NaN (0x7f)
+    auto fill8 = [&](std::vector<uint8_t>& v, uint64_t salt) {
+      std::mt19937_64 r(splitmix(s.seed * 31 + salt));
+      for (auto& x : v) {
+        const uint64_t z = r();
+        const int exp = (z % 25 == 0) ? 0 : 2 + static_cast<int>((z >> 8) % 6);
+        x = static_cast<uint8_t>(((z >> 16) & 1) << 7 | exp << 3 | ((z >> 20) & 7));
+      }
+    };
+    hp.k_pool8.resize(hp.num_slots * krow);
+    fill8(hp.k_pool8, 4);
+    if (!s.mla()) {
+      hp.v_pool8.resize(hp.num_slots * vrow);
+      fill8(hp.v_pool8, 5);
+    }
+    for (int64_t slot = 0; slot < hp.num_slots; ++slot) {
+      if (used[slot]) continue;
+      std::fill_n(hp.k_pool8.begin() + slot * krow, krow, uint8_t(0x7f));
+      if (!s.mla()) std::fill_n(hp.v_pool8.begin() + slot * vrow, vrow, uint8_t(0x7f));
+    }
+  } else {
+    hp.k_pool.resize(hp.num_slots * krow);
+    fill_random(hp.k_pool, s.dtype, s.value_scale, s.seed, 4);
+    if (!s.mla()) {
+      hp.v_pool.resize(hp.num_slots * vrow);
+      fill_random(hp.v_pool, s.dtype, s.value_scale, s.seed, 5);
+    }
+    for (int64_t slot = 0; slot < hp.num_slots; ++slot) {
+      if (used[slot]) continue;
+      std::fill_n(hp.k_pool.begin() + slot * krow, krow, kNanBits);
+      if (!s.mla()) std::fill_n(hp.v_pool.begin() + slot * vrow, vrow, kNanBits);
+    }
   }
 
   // trees and the three mask forms
@@ -318,9 +342,19 @@ HostProblem relayout(const HostProblem& src, int addressing, int page_size, bool
   std::mt19937_64 rng(splitmix(seed));
   assign_slots(dst, plen, rng);
   const int64_t krow = int64_t(s.hkv) * s.dqk, vrow = int64_t(s.hkv) * s.dv;
-  dst.k_pool.assign(dst.num_slots * krow, kNanBits);
-  if (!s.mla()) dst.v_pool.assign(dst.num_slots * vrow, kNanBits);
+  if (s.kv_fp8) {
+    dst.k_pool8.assign(dst.num_slots * krow, uint8_t(0x7f));
+    if (!s.mla()) dst.v_pool8.assign(dst.num_slots * vrow, uint8_t(0x7f));
+  } else {
+    dst.k_pool.assign(dst.num_slots * krow, kNanBits);
+    if (!s.mla()) dst.v_pool.assign(dst.num_slots * vrow, kNanBits);
+  }
   auto copy_row = [&](int64_t from, int64_t to) {
+    if (s.kv_fp8) {
+      std::copy_n(src.k_pool8.begin() + from * krow, krow, dst.k_pool8.begin() + to * krow);
+      if (!s.mla()) std::copy_n(src.v_pool8.begin() + from * vrow, vrow, dst.v_pool8.begin() + to * vrow);
+      return;
+    }
     std::copy_n(src.k_pool.begin() + from * krow, krow, dst.k_pool.begin() + to * krow);
     if (!s.mla()) std::copy_n(src.v_pool.begin() + from * vrow, vrow, dst.v_pool.begin() + to * vrow);
   };
@@ -338,8 +372,13 @@ Pointers host_pointers(const HostProblem& hp, IndexStore& st, void* out, float* 
   p.lse = lse;
   p.k_draft = hp.k_draft.data();
   p.v_draft = s.mla() ? hp.k_draft.data() : hp.v_draft.data();
-  p.k_pool = hp.k_pool.data();
-  p.v_pool = s.mla() ? hp.k_pool.data() : hp.v_pool.data();
+  if (s.kv_fp8) {
+    p.k_pool = hp.k_pool8.data();
+    p.v_pool = s.mla() ? hp.k_pool8.data() : hp.v_pool8.data();
+  } else {
+    p.k_pool = hp.k_pool.data();
+    p.v_pool = s.mla() ? hp.k_pool.data() : hp.v_pool.data();
+  }
   st.qo32 = narrow<int32_t>(hp.qo_indptr);
   st.qo64 = hp.qo_indptr;
   st.kv32 = narrow<int32_t>(hp.kv_indptr);
@@ -379,6 +418,7 @@ fv_args make_args(const HostProblem& hp, const Pointers& ptr, int device, int im
   pb.page_size = s.page_size;
   pb.num_kv_splits = s.num_kv_splits;
   pb.profile = s.profile;
+  pb.kv_dtype = s.kv_fp8 ? FV_DTYPE_FP8_E4M3 : 0;
 
   a.q = ptr.q;
   a.q_stride_token = hp.q_stride_token;
@@ -552,8 +592,13 @@ bool DeviceProblem::upload_inputs(const HostProblem& hp) {
   put(kQ, hp.q.data(), hp.q.size() * 2);
   put(kKd, hp.k_draft.data(), hp.k_draft.size() * 2);
   if (!s.mla()) put(kVd, hp.v_draft.data(), hp.v_draft.size() * 2);
-  put(kKp, hp.k_pool.data(), hp.k_pool.size() * 2);
-  if (!s.mla()) put(kVp, hp.v_pool.data(), hp.v_pool.size() * 2);
+  if (s.kv_fp8) {
+    put(kKp, hp.k_pool8.data(), hp.k_pool8.size());
+    if (!s.mla()) put(kVp, hp.v_pool8.data(), hp.v_pool8.size());
+  } else {
+    put(kKp, hp.k_pool.data(), hp.k_pool.size() * 2);
+    if (!s.mla()) put(kVp, hp.v_pool.data(), hp.v_pool.size() * 2);
+  }
   put(kQo, h.qo_indptr, (s.qo_i64 ? 8 : 4) * hp.qo_indptr.size());
   put(kKv, h.kv_indptr, 4 * hp.kv_indptr.size());
   put(kIdx, hp.kv_indices.empty() ? nullptr : h.kv_indices, (s.indices_i64 ? 8 : 4) * hp.kv_indices.size());

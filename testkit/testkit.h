@@ -44,6 +44,7 @@ struct CaseSpec {
   bool sinks = false;          // random per-head sink logits
   bool window_offsets = false; // byte mask with random window_kv_offsets (mask_kind BYTES)
   float k_scale = 0.f, v_scale = 0.f;  // 0: 1
+  bool kv_fp8 = false;         // fp8 e4m3 KV pools (kv_dtype FV_DTYPE_FP8_E4M3), bytes in k_pool8 / v_pool8
   uint64_t seed = 1;
 
   int batch() const { return static_cast<int>(draft.size()); }
@@ -58,6 +59,7 @@ struct HostProblem {
   int64_t num_slots = 0;
   std::vector<uint16_t> q, out_like;   // q [T, Hq, Dqk + pad]
   std::vector<uint16_t> k_draft, v_draft, k_pool, v_pool;  // MLA: v_* empty (views of k_*)
+  std::vector<uint8_t> k_pool8, v_pool8;                   // kv_fp8: the pools instead of k_pool / v_pool
   int64_t q_stride_token = 0, out_stride_token = 0;
   std::vector<int64_t> qo_indptr, kv_indptr, kv_indices, mask_indptr;
   std::vector<int32_t> page_table;

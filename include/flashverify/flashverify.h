@@ -15,7 +15,8 @@
  * Shapes (T = total draft tokens of the batch = qo_indptr[B] - qo_indptr[0]):
  *   q        [T, Hq, Dqk]            out [T, Hq, Dv]          lse [T, Hq] (optional, natural log)
  *   k_draft  [T, Hkv, Dqk]           v_draft [T, Hkv, Dv]
- *   k_pool   [num_slots, Hkv, Dqk]   v_pool  [num_slots, Hkv, Dv]   (MLA: v_pool may alias k_pool)
+ *   k_pool   [num_slots, Hkv, Dqk]   v_pool  [num_slots, Hkv, Dv]   (MLA: v_pool may alias k_pool;
+ *                                     elements of problem.kv_dtype, e.g. fp8 bytes)
  * The last dimension of every tensor is contiguous; the other strides are given in elements.
  *
  * Typical use (CUB-style two calls: size the workspace once for the largest batch, then run):
@@ -74,7 +75,9 @@ typedef enum fv_dtype {
   FV_DTYPE_BF16 = 1,
   FV_DTYPE_FP16 = 2,
   FV_DTYPE_FP32 = 3, /* CPU oracle only (inputs and outputs) */
-  FV_DTYPE_FP64 = 4  /* CPU oracle only, outputs only */
+  FV_DTYPE_FP64 = 4, /* CPU oracle only, outputs only */
+  FV_DTYPE_FP8_E4M3 = 5 /* KV pools only (fv_problem.kv_dtype): OCP e4m3 bytes, as SGLang's fp8 KV cache
+                           stores them (uint8 / float8_e4m3fn); scaled by k_scale / v_scale */
 } fv_dtype;
 
 typedef enum fv_index_dtype { FV_INDEX_INT32 = 0, FV_INDEX_INT64 = 1 } fv_index_dtype;
@@ -154,6 +157,9 @@ typedef struct fv_problem {
                            into (1 = no request is split); for tests and tuning */
   int32_t profile;      /* fv_profile */
   int32_t flags;        /* FV_FLAG_* bits; 0 for none */
+  int32_t kv_dtype;     /* fv_dtype of k_pool / v_pool: 0 = same as dtype, or FV_DTYPE_FP8_E4M3 (an fp8
+                           KV cache: prefix keys and values are the decoded bytes; fv_args.k_scale and
+                           v_scale apply as SGLang applies them; the draft K/V stay in dtype) */
 } fv_problem;
 
 /* One verify call. Strides are in elements; the last dimension of every tensor is contiguous. */

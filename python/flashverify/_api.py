@@ -53,6 +53,7 @@ def _require_last_contiguous(t: _T) -> None:
 
 
 _FLOAT_CODES = {"bfloat16": _lib.DTYPE_BF16, "float16": _lib.DTYPE_FP16, "float32": _lib.DTYPE_FP32}
+_FP8_NAMES = ("uint8", "float8_e4m3fn")  # fp8 e4m3 KV pools
 
 
 def _index(t: Optional[_T], device: str) -> _lib.FvIndex:
@@ -117,9 +118,16 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     if dt not in _FLOAT_CODES or (device == "cuda" and dt == "float32"):
         raise TypeError(f"q: dtype {dt} not supported on {device} (bfloat16, float16"
                         f"{', float32' if device == 'cpu' else ''})")
-    for t in (kd, vd, kp, vp):
+    for t in (kd, vd):
         if t.dtype != dt:
             raise TypeError(f"{t.name}: dtype {t.dtype} differs from q's {dt}")
+    # the pools: q's dtype, or an fp8 e4m3 KV cache (SGLang stores it as uint8 and views it as float8_e4m3fn)
+    kv_fp8 = kp.dtype in _FP8_NAMES
+    for t in (kp, vp):
+        if t.dtype != dt and t.dtype not in _FP8_NAMES:
+            raise TypeError(f"{t.name}: dtype {t.dtype} is neither q's {dt} nor an fp8 e4m3 cache (uint8 / float8_e4m3fn)")
+        if (t.dtype in _FP8_NAMES) != kv_fp8:
+            raise TypeError(f"k_pool/v_pool: dtypes {kp.dtype} and {vp.dtype} differ")
     out_codes = {**_FLOAT_CODES, "float64": _lib.DTYPE_FP64}
     if o.dtype not in out_codes:
         raise TypeError(f"out: dtype {o.dtype} not supported")
@@ -151,6 +159,7 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     p.num_q_heads, p.num_kv_heads, p.head_dim_qk, p.head_dim_v = hq, hkv, dqk, dv
     p.num_kv_splits = int(num_kv_splits)
     p.profile = int(profile)
+    p.kv_dtype = _lib.DTYPE_FP8_E4M3 if kv_fp8 else 0
     a.q, a.q_stride_token, a.q_stride_head = q_.ptr, q_.strides[0], q_.strides[1]
     a.out, a.out_stride_token, a.out_stride_head = o.ptr, o.strides[0], o.strides[1]
     if T["lse"] is not None:

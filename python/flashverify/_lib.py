@@ -20,7 +20,7 @@ STATUS_NAMES = {
     14: "FV_ERR_BAD_INDEX", 15: "FV_ERR_BAD_MASK", 16: "FV_ERR_INTERNAL",
 }
 
-DTYPE_BF16, DTYPE_FP16, DTYPE_FP32, DTYPE_FP64 = 1, 2, 3, 4
+DTYPE_BF16, DTYPE_FP16, DTYPE_FP32, DTYPE_FP64, DTYPE_FP8_E4M3 = 1, 2, 3, 4, 5
 INDEX_INT32, INDEX_INT64 = 0, 1
 DEVICE_CUDA, DEVICE_CPU = 0, 1
 IMPL_AUTO, IMPL_FAST, IMPL_NAIVE, IMPL_ORACLE = 0, 1, 2, 3
@@ -41,7 +41,7 @@ class FvProblem(ctypes.Structure):
         ("num_q_heads", ctypes.c_int32), ("num_kv_heads", ctypes.c_int32), ("head_dim_qk", ctypes.c_int32),
         ("head_dim_v", ctypes.c_int32), ("mask_kind", ctypes.c_int32), ("kv_addressing", ctypes.c_int32),
         ("page_size", ctypes.c_int32), ("num_kv_splits", ctypes.c_int32), ("profile", ctypes.c_int32),
-        ("flags", ctypes.c_int32),
+        ("flags", ctypes.c_int32), ("kv_dtype", ctypes.c_int32),
     ]
 
 

@@ -264,6 +264,35 @@ def test_score_modifiers_match_sglang_triton(feature, mla):
 
 
 @pytest.mark.parametrize("mla", [True, False])
+def test_fp8_kv_cache_matches_sglang_triton(mla):
+    """An fp8 e4m3 KV cache as SGLang keeps it (float8_e4m3fn views) with k_scale / v_scale: flashverify
+    and SGLang's Triton extend kernel against the float64 oracle fed the dequantized cache. Triton rounds q
+    (and P) to fp8 for its prefix dot products; flashverify widens the cache to 16 bits instead."""
+    extend = sglang_extend()
+    kw = dict(mla=mla, batch=3, n=8, hq=16 if mla else 32, hkv=1 if mla else 8, max_prefix=2500)
+    sb = SGLangBatch(400 + mla, **kw)
+    fp8 = torch.float8_e4m3fn
+    sb.k_buffer = sb.k_buffer.to(fp8)
+    sb.v_buffer = sb.k_buffer[..., :sb.dv] if mla else sb.v_buffer.to(fp8)
+    ks, vs = 0.8, 1.3
+    tri = torch.empty(sb.q.shape[0], sb.hq, sb.dv, dtype=sb.q.dtype, device="cuda")
+    extend(sb.q, sb.k_extend, sb.v_extend, tri, sb.k_buffer, sb.v_buffer, sb.qo_indptr, sb.kv_indptr, sb.kv_indices,
+           sb.custom_mask, True, sb.mask_indptr, sb.n, ks, vs, sb.sm_scale)
+    out = torch.full_like(tri, float("nan"))
+    flashverify.verify_attention(*sb.fv_inputs(), custom_mask=sb.custom_mask, mask_indptr=sb.mask_indptr,
+                                 sm_scale=sb.sm_scale, max_draft=sb.n, workspace=sb.workspace(), out=out,
+                                 k_scale=ks, v_scale=vs)
+    torch.cuda.synchronize()
+    ref = oracle_with_modifiers(sb, k_scale=ks, v_scale=vs)  # the cache decoded to float32 on the host
+    e_fv, e_tri, e_between = rel(out, ref), rel(tri, ref), rel(out, tri)
+    print(f"fp8 kv mla={mla}: flashverify {e_fv:.2e}, triton {e_tri:.2e}, between {e_between:.2e}")
+    assert not torch.isnan(out).any()
+    assert e_fv <= 1e-2, e_fv
+    assert e_fv <= max(2 * e_tri, 1e-3), (e_fv, e_tri)
+    assert e_between <= 6e-2, e_between  # the shadow check's fp8 tolerance
+
+
+@pytest.mark.parametrize("mla", [True, False])
 def test_cuda_graph_capture_rewrite_replay(mla):
     """Capture the op once; rewrite qo/kv indptr, kv_indices, the mask and mask_indptr in place (as SGLang
     does before each replay), replay, and compare with the reference for the new contents."""

@@ -17,7 +17,7 @@
 
 namespace fv {
 
-template <int CFG, class T, bool MODS>
+template <int CFG, class T, bool MODS, bool KV8>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 
 namespace {
@@ -28,23 +28,25 @@ fv_status cuda_fail(cudaError_t err, const char* what) {
   return fail(FV_ERR_CUDA, "fv_run: %s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
-template <class T, bool MODS>
+template <class T, bool MODS, bool KV8>
 cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
   switch (cfg) {
-    case kMlaLarge: return launch_verify<kMlaLarge, T, MODS>(p, grid, s);
-    case kMlaSmall: return launch_verify<kMlaSmall, T, MODS>(p, grid, s);
-    case kGqa64: return launch_verify<kGqa64, T, MODS>(p, grid, s);
-    case kGqa128: return launch_verify<kGqa128, T, MODS>(p, grid, s);
-    case kGqa256: return launch_verify<kGqa256, T, MODS>(p, grid, s);
-    case kGqa128Bm32: return launch_verify<kGqa128Bm32, T, MODS>(p, grid, s);
-    case kGqa128Bn32: return launch_verify<kGqa128Bn32, T, MODS>(p, grid, s);
+    case kMlaLarge: return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
+    case kMlaSmall: return launch_verify<kMlaSmall, T, MODS, KV8>(p, grid, s);
+    case kGqa64: return launch_verify<kGqa64, T, MODS, KV8>(p, grid, s);
+    case kGqa128: return launch_verify<kGqa128, T, MODS, KV8>(p, grid, s);
+    case kGqa256: return launch_verify<kGqa256, T, MODS, KV8>(p, grid, s);
+    case kGqa128Bm32: return launch_verify<kGqa128Bm32, T, MODS, KV8>(p, grid, s);
+    case kGqa128Bn32: return launch_verify<kGqa128Bn32, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;
   }
 }
 
+// fp8 pools always take the modifiers' instantiation (their k_scale / v_scale live there)
 template <class T>
 cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
-  return p.mods ? launch_verify_cfg<T, true>(cfg, p, grid, s) : launch_verify_cfg<T, false>(cfg, p, grid, s);
+  if (p.kv_fp8) return launch_verify_cfg<T, true, true>(cfg, p, grid, s);
+  return p.mods ? launch_verify_cfg<T, true, false>(cfg, p, grid, s) : launch_verify_cfg<T, false, false>(cfg, p, grid, s);
 }
 
 template <class T>
@@ -181,7 +183,8 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.xai_len = a.xai_temperature_len > 0 ? a.xai_temperature_len : 0;
   p.sinks = a.sinks;
   p.window_kv_offsets = pb.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
-  p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f;
+  p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
+  p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f || p.kv_fp8;
 
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   p.sched = reinterpret_cast<int32_t*>(ws + plan.off_sched);

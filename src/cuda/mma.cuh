@@ -4,6 +4,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <type_traits>
 #include <cstdint>
 
 namespace fv {
@@ -16,6 +19,10 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 // nothing (the source address is not dereferenced).
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+// 8 bytes global -> shared (through L1: .cg takes 16-byte copies only); the fp8 KV rows
+__device__ __forceinline__ void cp_async_8(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -77,6 +84,22 @@ template <>
 __device__ __forceinline__ uint32_t pack2<__half>(float x, float y) {
   __half2 v = __floats2half2_rn(x, y);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Four fp8 e4m3 values (one 32-bit word, little end first) -> two 32-bit words of T pairs. Exact: every
+// e4m3 value is representable in fp16 and bf16.
+template <class T>
+__device__ __forceinline__ void e4m3x4_to(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3);
+  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3);
+  if constexpr (std::is_same<T, __half>::value) {
+    lo = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+    hi = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
+  } else {
+    const float2 fa = __half22float2(__half2(a)), fb = __half22float2(__half2(b));
+    lo = pack2<T>(fa.x, fa.y);
+    hi = pack2<T>(fb.x, fb.y);
+  }
 }
 
 template <class T>

@@ -6,6 +6,7 @@
 // fixed shared memory (65,536 and 262,144 tokens included) and no scratch buffer is needed.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -56,10 +57,24 @@ struct NaiveParams {
   int window, xai_len;
   const float* sinks;
   const int32_t* woff;
+  int kv_fp8;  // pools hold fp8 e4m3 bytes
 };
 
 __device__ __forceinline__ int64_t ld_index(const void* p, int64_t i, int is64) {
   return is64 ? static_cast<const int64_t*>(p)[i] : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
+}
+
+// An element of a pool row: fp8 e4m3 bytes (kv_dtype) or T
+template <class T>
+__device__ __forceinline__ float ld_kv(const void* base, int64_t off, bool fp8) {
+  if (fp8) {
+    const __nv_fp8_e4m3 x = *reinterpret_cast<const __nv_fp8_e4m3*>(static_cast<const uint8_t*>(base) + off);
+    return static_cast<float>(x);
+  }
+  if constexpr (std::is_same<T, __nv_bfloat16>::value)
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[off]);
+  else
+    return __half2float(static_cast<const __half*>(base)[off]);
 }
 
 template <class T>
@@ -147,7 +162,8 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
     *ok = key_row(p, r, k, hk, false, &base, &off);
     if (!*ok) return 0.f;
     float s = 0.f;
-    for (int d = 0; d < p.dqk; ++d) s += q_s[d] * ld<T>(base, off + d);
+    const bool fp8 = p.kv_fp8 && k < r.plen;
+    for (int d = 0; d < p.dqk; ++d) s += q_s[d] * ld_kv<T>(base, off + d, fp8);
     s *= p.sm_scale * (k < r.plen ? p.k_scale : 1.f);
     if (p.logit_cap > 0.f) s = p.logit_cap * tanhf(s / p.logit_cap);
     return s * xai;
@@ -207,10 +223,11 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
     const int tile = static_cast<int>(nkeys - k0 < kThreads ? nkeys - k0 : kThreads);
     for (int kk = 0; kk < tile; ++kk) {
       if (prob[kk] == 0.f) continue;
+      const bool fp8 = p.kv_fp8 && k0 + kk < r.plen;
 #pragma unroll
       for (int c = 0; c < kMaxDv / kThreads; ++c) {
         const int d = threadIdx.x + c * kThreads;
-        if (d < p.dv) acc[c] += prob[kk] * ld<T>(vbase_s[kk], voff_s[kk] + d);
+        if (d < p.dv) acc[c] += prob[kk] * ld_kv<T>(vbase_s[kk], voff_s[kk] + d, fp8);
       }
     }
   }
@@ -262,6 +279,7 @@ fv_status cuda_run_naive(const fv_args& a, void* stream) {
   p.xai_len = a.xai_temperature_len;
   p.sinks = a.sinks;
   p.woff = p.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
+  p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
 
   const dim3 grid(static_cast<unsigned>(int64_t(pb.batch_size) * pb.max_draft), static_cast<unsigned>(pb.num_q_heads));
   cudaStream_t s = static_cast<cudaStream_t>(stream);

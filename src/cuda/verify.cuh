@@ -87,7 +87,9 @@ __device__ __forceinline__ float tanh_clamped(float x) {
 
 // MODS: the kernel with SGLang's score modifiers (a separate instantiation, so that the plain kernel's
 // registers and instructions are untouched)
-template <int CFG, class T, bool MODS>
+// KV8: the KV pools hold fp8 e4m3 bytes (prefix rows copied 8 bytes a chunk into the second half of their
+// 16-byte slot, then widened in place by the thread that copied them, before the step's first barrier)
+template <int CFG, class T, bool MODS, bool KV8>
 struct Verify {
   static constexpr TileConfig C = kTileConfigs[CFG];
   static constexpr int BM = C.bm, BN = C.bn, DQK = C.dqk, DV = C.dv;
@@ -161,17 +163,39 @@ struct Verify {
       const int pos = step * BN + row;
       const T* ksrc = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
       const T* vsrc = static_cast<const T*>(p.v_pool);
+      const uint8_t* k8 = nullptr;  // KV8: the prefix row's fp8 bytes
+      const uint8_t* v8 = nullptr;
       int bytes = 0;
       if (pos < s.plen) {
         const int64_t slot = p.paged ? ri.raw[pass] * p.page_size + pos % p.page_size : ri.raw[pass];
-        ksrc = static_cast<const T*>(p.k_pool) + slot * p.k_pool_stride_slot + hk * p.k_pool_stride_head;
-        vsrc = static_cast<const T*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
+        if constexpr (KV8) {
+          k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot + hk * p.k_pool_stride_head;
+          v8 = static_cast<const uint8_t*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
+        } else {
+          ksrc = static_cast<const T*>(p.k_pool) + slot * p.k_pool_stride_slot + hk * p.k_pool_stride_head;
+          vsrc = static_cast<const T*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
+        }
         bytes = 16;
       } else if (pos < s.len) {
         const int64_t tok = s.qo0 + (pos - s.plen);
         ksrc = static_cast<const T*>(p.k_draft) + tok * p.k_draft_stride_token + hk * p.k_draft_stride_head;
         vsrc = static_cast<const T*>(p.v_draft) + tok * p.v_draft_stride_token + hk * p.v_draft_stride_head;
         bytes = 16;
+      }
+      if (KV8 && k8 != nullptr) {
+#pragma unroll
+        for (int c = 0; c < KCopy::CPT; ++c) {
+          const int chunk = c0 + c * KCopy::TPR;
+          cp_async_8(k_base + swizzle<QCH>(row, chunk) + 8, k8 + chunk * 8, 8);
+        }
+        if constexpr (!V_IN_K) {
+#pragma unroll
+          for (int c = 0; c < VCopy::CPT; ++c) {
+            const int chunk = c0 + c * VCopy::TPR;
+            cp_async_8(v_base + swizzle<VCH>(row, chunk) + 8, v8 + chunk * 8, 8);
+          }
+        }
+        continue;
       }
 #pragma unroll
       for (int c = 0; c < KCopy::CPT; ++c) {
@@ -184,6 +208,34 @@ struct Verify {
           const int chunk = c0 + c * VCopy::TPR;
           cp_async_16(v_base + swizzle<VCH>(row, chunk), vsrc + chunk * 8, bytes);
         }
+      }
+    }
+  }
+
+  // KV8: widen the fp8 prefix rows this thread copied into `stage` (its own cp.async groups for the stage
+  // are complete; no other thread touches these 16-byte slots) to T, in place.
+  __device__ static void widen_fp8(const Seg& s, int step, uint8_t* smem, int stage) {
+    const int r0 = threadIdx.x / KCopy::TPR, c0 = threadIdx.x % KCopy::TPR;
+    uint8_t* kb = smem + OFF_K + stage * C.k_stage_bytes();
+    uint8_t* vb = smem + OFF_V + stage * C.v_stage_bytes();
+#pragma unroll 1
+    for (int pass = 0; pass < KCopy::PASSES; ++pass) {
+      const int row = r0 + pass * KCopy::RP;
+      if (step * BN + row >= s.plen) continue;
+      auto widen = [](uint8_t* slot) {
+        const uint2 w = *reinterpret_cast<const uint2*>(slot + 8);
+        uint4 o;
+        e4m3x4_to<T>(w.x, o.x, o.y);
+        e4m3x4_to<T>(w.y, o.z, o.w);
+        *reinterpret_cast<uint4*>(slot) = o;
+      };
+      // not unrolled: the widening is a few instructions a chunk, and unrolled it costs registers the
+      // accumulators need
+#pragma unroll 1
+      for (int c = 0; c < KCopy::CPT; ++c) widen(kb + swizzle<QCH>(row, c0 + c * KCopy::TPR));
+      if constexpr (!V_IN_K) {
+#pragma unroll 1
+        for (int c = 0; c < VCopy::CPT; ++c) widen(vb + swizzle<VCH>(row, c0 + c * VCopy::TPR));
       }
     }
   }
@@ -293,6 +345,7 @@ struct Verify {
       const int it = step - s.k_begin;
       const int stage = it % STAGES;
       cp_async_wait<STAGES - 2>();
+      if constexpr (KV8) widen_fp8(s, step, smem, stage);
       __syncthreads();  // (W) step's tiles visible to all; every warp finished the previous step's P V
 
       // Refill the stage the previous step used. Memory-bound tiles issue it first thing; the MLA tile,
@@ -656,7 +709,7 @@ struct Verify {
   }
 };
 
-template <int CFG, class T, bool MODS>
+template <int CFG, class T, bool MODS, bool KV8>
 __global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG].min_blocks_per_sm)
     verify_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -664,12 +717,12 @@ __global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG]
   if constexpr (kTileConfigs[CFG].large_smem) {
     // the large-tile configuration exists for sm_90 / sm_100 only (227 KB of shared memory)
 #if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200
-    Verify<CFG, T, MODS>::run(p, smem);
+    Verify<CFG, T, MODS, KV8>::run(p, smem);
 #else
     __trap();
 #endif
   } else {
-    Verify<CFG, T, MODS>::run(p, smem);
+    Verify<CFG, T, MODS, KV8>::run(p, smem);
   }
 #endif
 }

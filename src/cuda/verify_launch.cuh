@@ -8,20 +8,20 @@
 
 namespace fv {
 
-// MODS selects the instantiation with SGLang's score modifiers (p.mods).
-template <int CFG, class T, bool MODS>
+// MODS selects the instantiation with SGLang's score modifiers (p.mods), KV8 the one for fp8 KV pools.
+template <int CFG, class T, bool MODS, bool KV8>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   constexpr TileConfig C = kTileConfigs[CFG];
   // raising the dynamic shared-memory limit is a host-side attribute, not a stream operation: legal
   // while a graph is being captured
-  cudaError_t err = cudaFuncSetAttribute(verify_kernel<CFG, T, MODS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaError_t err = cudaFuncSetAttribute(verify_kernel<CFG, T, MODS, KV8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(C.smem_bytes()));
   if (err != cudaSuccess) return err;
-  verify_kernel<CFG, T, MODS><<<grid, C.threads(), C.smem_bytes(), stream>>>(p);
+  verify_kernel<CFG, T, MODS, KV8><<<grid, C.threads(), C.smem_bytes(), stream>>>(p);
   return cudaGetLastError();
 }
 
-#define FV_INSTANTIATE_VERIFY(CFG, T, MODS) \
-  template cudaError_t launch_verify<CFG, T, MODS>(const VerifyParams&, dim3, cudaStream_t);
+#define FV_INSTANTIATE_VERIFY(CFG, T, MODS, KV8) \
+  template cudaError_t launch_verify<CFG, T, MODS, KV8>(const VerifyParams&, dim3, cudaStream_t);
 
 }  // namespace fv

@@ -375,3 +375,42 @@ TEST(Oracle, OutputDtypesRoundTheSameValues) {
 }
 
 }  // namespace
+
+namespace {
+// fp8 e4m3 KV pools: the oracle on the bytes equals the oracle on a bf16 pool holding the decoded values
+// (every e4m3 value is exact in bf16), decoded here independently of the library.
+uint16_t e4m3_to_bf16_bits(uint8_t b) {
+  const int sign = b >> 7, exp = (b >> 3) & 0xf, mant = b & 7;
+  const float v = exp == 0 ? std::ldexp(float(mant), -9) : std::ldexp(float(8 | mant), exp - 10);
+  uint32_t w;
+  const float sv = sign ? -v : v;
+  std::memcpy(&w, &sv, 4);
+  return static_cast<uint16_t>(w >> 16);  // exact: at most 4 significant bits
+}
+
+TEST(Oracle, Fp8PoolEqualsItsDecodedBf16Pool) {
+  EXPECT_EQ(e4m3_to_bf16_bits(0x38), 0x3f80);  // 1.0
+  EXPECT_EQ(e4m3_to_bf16_bits(0x7e), 0x43e0);  // 448, the largest
+  EXPECT_EQ(e4m3_to_bf16_bits(0x01), 0x3b00);  // 2^-9, the smallest subnormal
+  for (bool mla : {true, false}) {
+    CaseSpec s = random_spec(mla, 77 + mla);
+    s.kv_fp8 = true;
+    s.k_scale = 0.5f;
+    s.v_scale = 1.25f;
+    HostProblem h8 = fvt::make_problem(s);
+    HostProblem h16 = h8;
+    h16.spec.kv_fp8 = false;
+    h16.k_pool.resize(h8.k_pool8.size());
+    for (size_t e = 0; e < h8.k_pool8.size(); ++e)
+      h16.k_pool[e] = h8.k_pool8[e] == 0x7f ? 0xffff : e4m3_to_bf16_bits(h8.k_pool8[e]);
+    h16.v_pool.resize(h8.v_pool8.size());
+    for (size_t e = 0; e < h8.v_pool8.size(); ++e)
+      h16.v_pool[e] = h8.v_pool8[e] == 0x7f ? 0xffff : e4m3_to_bf16_bits(h8.v_pool8[e]);
+    h16.k_pool8.clear();
+    h16.v_pool8.clear();
+    const fvt::Reference r8 = oracle(h8), r16 = oracle(h16);
+    expect_identical(r8, r16);
+  }
+}
+
+}  // namespace

@@ -115,6 +115,7 @@ CaseSpec sweep_case(int idx, uint64_t seed) {
     }
     if ((f & 32) && s.mask_kind == FV_MASK_BYTES) s.window_offsets = true;
   }
+  if (rng() % 6 == 0) s.kv_fp8 = true;  // an fp8 e4m3 KV cache (the oracle decodes the same bytes)
   // ragged: the first request has the full draft count and prefix, the others fewer; some are padded
   for (int b = 0; b < B; ++b) {
     const int n = b == 0 ? N : 1 + static_cast<int>(rng() % N);

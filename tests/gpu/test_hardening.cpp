@@ -473,6 +473,9 @@ TEST(Modifiers, EachAloneAndAllTogether) {
       if (which == 6) { s.sliding_window = 1; s.num_kv_splits = 4096; }  // every split but the last masked
       const HostProblem hp = fvt::make_problem(s);
       expect_matches_oracle(hp, "modifier");
+      // the same with an fp8 e4m3 KV cache
+      s.kv_fp8 = true;
+      expect_matches_oracle(fvt::make_problem(s), "modifier, fp8 KV");
     }
   }
 }
@@ -534,7 +537,29 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
     EXPECT_EQ(run_checked(dp, dp.args()), FV_OK) << fv_last_error();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  std::printf("[ kernels  ] %d configuration x dtype runs against the oracle\n", runs);
+  // the fp8-KV instantiation of every configuration (bf16 model dtype), paged and not
+  int fp8_runs = 0;
+  for (const C& c : configs) {
+    CaseSpec s = base_case(c.mla, seed + 200 + fp8_runs);
+    s.hq = c.hq; s.hkv = c.hkv; s.dqk = c.d; s.dv = c.mla ? 512 : c.d;
+    s.prefix = {300, 40, -1};
+    s.kv_fp8 = true;
+    s.k_scale = 0.5f;
+    s.v_scale = 2.f;
+    if (fp8_runs % 2) {
+      s.addressing = FV_KV_PAGE_TABLE;
+      s.page_size = 16;
+    }
+    const HostProblem hp = fvt::make_problem(s);
+    ASSERT_EQ(setenv("FLASHVERIFY_CONFIG", c.config, 1), 0);
+    fvt::Reference ref;
+    ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+    fvt::Comparison cmp;
+    fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), (std::string(c.config) + " fp8").c_str(), &cmp);
+    unsetenv("FLASHVERIFY_CONFIG");
+    ++fp8_runs;
+  }
+  std::printf("[ kernels  ] %d configuration x dtype runs and %d fp8-KV runs against the oracle\n", runs, fp8_runs);
 }
 
 }  // namespace

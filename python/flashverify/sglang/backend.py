@@ -10,7 +10,8 @@ CUDA-graph hooks and every other mode stay SGLang's own code.
 Environment:
   FLASHVERIFY_DISABLE=1   never serve (everything goes to Triton)
   FLASHVERIFY_SHADOW=N    every N-th served call (outside graph capture) also runs Triton into a scratch
-                          output, logs the difference, and on a mismatch (> 2e-2 relative) keeps Triton's
+                          output, logs the difference, and on a mismatch (> 2e-2 relative; 6e-2 with an
+                          fp8 KV cache, which Triton reads with q rounded to fp8) keeps Triton's
                           result and falls back for good.
 `stats` counts served calls, fallbacks by reason, and shadow checks.
 """
@@ -32,6 +33,10 @@ logger = logging.getLogger(__name__)
 
 stats = collections.Counter()
 SHADOW_TOLERANCE = 2e-2
+# with an fp8 KV cache SGLang's Triton kernel also rounds q (and P) to fp8 before its dot products
+# (`q.to(k.dtype)`), flashverify keeps them in 16 bits: the two differ by that rounding
+SHADOW_TOLERANCE_FP8 = 6e-2
+_FP8_KV = (torch.uint8, getattr(torch, "float8_e4m3fn", torch.uint8))
 
 
 def _as_slot_rows(buf: torch.Tensor) -> Optional[torch.Tensor]:
@@ -84,10 +89,12 @@ class FlashVerifyBackend(TritonAttnBackend):
             k_buf = self.token_to_kv_pool.get_key_buffer(self._first_full_layer())
             v_buf = self.token_to_kv_pool.get_value_buffer(self._first_full_layer())
             dims = (k_buf.shape[-1], v_buf.shape[-1])
-            if dims in SUPPORTED_HEAD_DIMS and k_buf.dtype in (torch.bfloat16, torch.float16):
+            # the workspace does not depend on the element types: an fp8 cache is sized as bf16
+            ws_dtype = torch.bfloat16 if k_buf.dtype in _FP8_KV else k_buf.dtype
+            if dims in SUPPORTED_HEAD_DIMS and ws_dtype in (torch.bfloat16, torch.float16):
                 need = Workspace.required_bytes(
                     batch_size=max_bs, max_draft=max(1, self.num_draft_tokens or 1), num_q_heads=self.num_head,
-                    num_kv_heads=k_buf.shape[-2], head_dim_qk=dims[0], head_dim_v=dims[1], dtype=k_buf.dtype,
+                    num_kv_heads=k_buf.shape[-2], head_dim_qk=dims[0], head_dim_v=dims[1], dtype=ws_dtype,
                     device=k_buf.device)
                 self._workspace = Workspace(need, device=k_buf.device)
         except Exception as e:  # the backend still works: eager calls size it on first use
@@ -118,8 +125,8 @@ class FlashVerifyBackend(TritonAttnBackend):
         if a.get("lse_extend") is not None or a.get("skip_prefix") or a.get("skip_extend"):
             return "dcp"
         q, k_buffer = a["q_extend"], a["k_buffer"]
-        if q.dtype not in (torch.bfloat16, torch.float16) or k_buffer.dtype != q.dtype:
-            return "fp8_or_dtype"
+        if q.dtype not in (torch.bfloat16, torch.float16) or k_buffer.dtype not in (q.dtype, *_FP8_KV):
+            return "kv_dtype"
         if (a["k_extend"].shape[-1], a["v_extend"].shape[-1]) not in SUPPORTED_HEAD_DIMS:
             return "head_dim"
         if a["custom_mask"] is None and not a["is_causal"]:
@@ -215,9 +222,10 @@ class FlashVerifyBackend(TritonAttnBackend):
         err = ((o.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30)).item()
         stats["shadow_checks"] += 1
         logger.info("flashverify shadow check %d: relative L2 difference to Triton %.2e", stats["shadow_checks"], err)
-        if not err <= SHADOW_TOLERANCE:  # NaN counts as a mismatch
+        tol = SHADOW_TOLERANCE_FP8 if bound.arguments["k_buffer"].dtype in _FP8_KV else SHADOW_TOLERANCE
+        if not err <= tol:  # NaN counts as a mismatch
             stats["shadow_mismatch"] += 1
             logger.error("flashverify: output differs from Triton by %.2e (> %.0e); using Triton from now on",
-                         err, SHADOW_TOLERANCE)
+                         err, tol)
             o.copy_(ref)
             self._disabled = True

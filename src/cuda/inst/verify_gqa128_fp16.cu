@@ -2,5 +2,5 @@
 #include "../verify_launch.cuh"
 
 namespace fv {
-FV_INSTANTIATE_VERIFY(kGqa128, __half, false)
+FV_INSTANTIATE_VERIFY(kGqa128, __half, false, false)
 }  // namespace fv

@@ -2,5 +2,5 @@
 #include "../verify_launch.cuh"
 
 namespace fv {
-FV_INSTANTIATE_VERIFY(kMlaLarge, __nv_bfloat16, false)
+FV_INSTANTIATE_VERIFY(kMlaLarge, __nv_bfloat16, false, false)
 }  // namespace fv

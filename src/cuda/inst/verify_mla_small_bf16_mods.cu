@@ -2,5 +2,5 @@
 #include "../verify_launch.cuh"
 
 namespace fv {
-FV_INSTANTIATE_VERIFY(kMlaSmall, __nv_bfloat16, true)
+FV_INSTANTIATE_VERIFY(kMlaSmall, __nv_bfloat16, true, false)
 }  // namespace fv

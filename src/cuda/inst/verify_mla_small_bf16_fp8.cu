@@ -1,0 +1,6 @@
+// Generated instantiation (fp8 KV pools, with SGLang's score modifiers): configuration kMlaSmall, bf16.
+#include "../verify_launch.cuh"
+
+namespace fv {
+FV_INSTANTIATE_VERIFY(kMlaSmall, __nv_bfloat16, true, true)
+}  // namespace fv
