@@ -176,6 +176,7 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   const float k_scale = kv_scale_of(a.k_scale), v_scale = kv_scale_of(a.v_scale);
   p.scale_nat = a.sm_scale;
   p.scale_nat_prefix = a.sm_scale * k_scale;
+  p.scale_log2_prefix = a.sm_scale * k_scale * 1.4426950408889634f;
   p.logit_cap = a.logit_cap;
   p.inv_logit_cap = a.logit_cap > 0.f ? 1.f / a.logit_cap : 0.f;
   p.v_scale = v_scale;

@@ -46,6 +46,7 @@ struct VerifyParams {
   // scoring path (natural-unit scale, cap, temperature, window mask, v_scale folded into P).
   int mods;
   float scale_nat, scale_nat_prefix;  // sm_scale, sm_scale * k_scale
+  float scale_log2_prefix;            // sm_scale * k_scale * log2(e): steps with no per-element work
   float logit_cap, inv_logit_cap;     // 0 = off
   float v_scale;                      // prefix values
   int window, xai_len;                // <= 0 = off

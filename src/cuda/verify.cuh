@@ -262,6 +262,13 @@ struct Verify {
     }
   }
 
+  // MODS: may a step take the uniform prefix scale? All its keys are prefix keys, no sliding window hides
+  // any of them from any row of the tile (rows hold drafts <= tok_max), and there is no cap or temperature.
+  __device__ static bool uniform_step(const VerifyParams& p, const Seg& s, int step, int tok_max) {
+    if ((step + 1) * BN > s.plen || p.logit_cap > 0.f || p.xai_len > 0) return false;
+    return p.window <= 0 || step * BN >= s.plen + tok_max - p.window;
+  }
+
   // Is draft j visible to draft i of the segment's request? (i, j < n)
   __device__ static bool tree_visible(const VerifyParams& p, const Seg& s, int i, int j) {
     if (p.mask_kind == FV_MASK_CAUSAL) return j <= i;
@@ -304,6 +311,8 @@ struct Verify {
     const int srow_a = wm * 16 + g, srow_b = srow_a + 8;
     const int tok_a = (m_tile * BM + srow_a) / p.group, tok_b = (m_tile * BM + srow_b) / p.group;
     float m_run_a = -INFINITY, m_run_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+    // the last draft token any row of this tile holds (for the window test of whole steps)
+    const int tok_max = min(s.n - 1, (m_tile * BM + BM - 1) / p.group);
     // general scoring path (MODS): per-row factor = xai temperature x log2(e)
     float rowmul_a = 1.4426950408889634f, rowmul_b = 1.4426950408889634f;
     if (MODS && p.xai_len > 0) {
@@ -402,6 +411,7 @@ struct Verify {
       // ---- scale; mask keys past the request and draft keys outside the tree
       const int key0 = step * BN + wn * SN;
       const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end
+      const bool all_prefix = !tail;
       float mx_a = -INFINITY, mx_b = -INFINITY;
       if constexpr (!MODS) {
 #pragma unroll
@@ -417,6 +427,16 @@ struct Verify {
             }
             acc[nt][e] = v;
           }
+          mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
+          mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
+        }
+      } else if (uniform_step(p, s, step, tok_max)) {
+        // every key of this step is a prefix key that no window hides from any row of the tile, and there is
+        // no cap or temperature: one uniform scale (k_scale and log2(e) folded in), no per-element work
+#pragma unroll
+        for (int nt = 0; nt < S_NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[nt][e] *= p.scale_log2_prefix;
           mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
           mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
         }
@@ -481,8 +501,8 @@ struct Verify {
           if (MODS && p.v_scale != 1.f) {
             // prefix values count v_scale times: folded into P (the row sums above stay unscaled)
             const int pos0 = key0 + nt * 8 + 2 * t4;
-            if (pos0 < s.plen) { p0 *= p.v_scale; p2 *= p.v_scale; }
-            if (pos0 + 1 < s.plen) { p1 *= p.v_scale; p3 *= p.v_scale; }
+            if (all_prefix || pos0 < s.plen) { p0 *= p.v_scale; p2 *= p.v_scale; }
+            if (all_prefix || pos0 + 1 < s.plen) { p1 *= p.v_scale; p3 *= p.v_scale; }
           }
           const int chunk = (wn * SN + nt * 8) / 8;
           const uint32_t off_in_chunk = 4 * t4;  // two 16-bit values per thread
