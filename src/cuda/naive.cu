@@ -64,25 +64,19 @@ __device__ __forceinline__ int64_t ld_index(const void* p, int64_t i, int is64) 
   return is64 ? static_cast<const int64_t*>(p)[i] : static_cast<int64_t>(static_cast<const int32_t*>(p)[i]);
 }
 
-// An element of a pool row: fp8 e4m3 bytes (kv_dtype) or T
-template <class T>
-__device__ __forceinline__ float ld_kv(const void* base, int64_t off, bool fp8) {
-  if (fp8) {
-    const __nv_fp8_e4m3 x = *reinterpret_cast<const __nv_fp8_e4m3*>(static_cast<const uint8_t*>(base) + off);
-    return static_cast<float>(x);
-  }
-  if constexpr (std::is_same<T, __nv_bfloat16>::value)
-    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[off]);
-  else
-    return __half2float(static_cast<const __half*>(base)[off]);
-}
-
 template <class T>
 __device__ __forceinline__ float ld(const void* base, int64_t off) {
   if constexpr (std::is_same<T, __nv_bfloat16>::value)
     return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[off]);
   else
     return __half2float(static_cast<const __half*>(base)[off]);
+}
+
+// An element of a pool row: fp8 e4m3 bytes (kv_dtype) or T
+template <class T>
+__device__ __forceinline__ float ld_kv(const void* base, int64_t off, bool fp8) {
+  if (fp8) return static_cast<float>(*reinterpret_cast<const __nv_fp8_e4m3*>(static_cast<const uint8_t*>(base) + off));
+  return ld<T>(base, off);
 }
 
 struct Req {
