@@ -185,6 +185,9 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.sinks = a.sinks;
   p.window_kv_offsets = pb.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
   p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
+  // (bases are 16-byte aligned: validate.cpp)
+  p.kv8_pairs = p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && a.k_pool_stride_head % 16 == 0 &&
+                a.v_pool_stride_slot % 16 == 0 && a.v_pool_stride_head % 16 == 0;
   p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f || p.kv_fp8;
 
   uint8_t* ws = static_cast<uint8_t*>(workspace);

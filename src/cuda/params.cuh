@@ -53,6 +53,7 @@ struct VerifyParams {
   const float* sinks;                 // [Hq] natural-log units, or null
   const int32_t* window_kv_offsets;   // [B] (byte mask), or null
   int kv_fp8;                         // the pools hold fp8 e4m3 bytes (the KV8 instantiation)
+  int kv8_pairs;                      // fp8 pool strides are multiples of 16 bytes: 16-byte copies allowed
 
   int inline_plan;   // no prepare kernel ran: every verify CTA plans for itself, CTA (0,0,0) publishes it
   int bytes_direct;  // the byte mask is read in place (no converted bits)

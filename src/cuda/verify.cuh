@@ -107,12 +107,25 @@ struct Verify {
   static_assert(DQK % 16 == 0 && STAGES >= 2, "tile shapes");
   // V rows are either the K tile's rows (MLA) or a tile of their own
   static constexpr int VROW_CHUNKS = V_IN_K ? QCH : VCH;
-  static constexpr bool kLateRefill = false;  // measured: issuing MLA's refill after S cost 5% (bench/NOTES.md)
 
   using QCopy = TileCopy<BM, QCH, THREADS>;
   using KCopy = TileCopy<BN, QCH, THREADS>;
   using VCopy = TileCopy<BN, VCH, THREADS>;
   static_assert(V_IN_K || (int(KCopy::TPR) == int(VCopy::TPR)), "K and V copies share the row mapping");
+
+  // KV8 choices (bench/NOTES.md, v8):
+  // - pairs: in 128-thread tiles (room below their 255-register cap) whose threads take an even number of
+  //   chunks a row, and when the pools' strides are multiples of 16 bytes (p.kv8_pairs), a thread copies
+  //   16 fp8 bytes (two chunks) with one 16-byte cp.async into the second chunk's slot and widens them into
+  //   both slots; otherwise 8 bytes a chunk go into the second half of the chunk's own slot (pairs pushed
+  //   the 128-register GQA tiles from ~36 to ~80 bytes of spill).
+  // - early widening (compute-bound MLA tiles): the next step's rows are widened in the middle of this
+  //   step's P V product, so that the conversion overlaps the tensor cores instead of sitting between the
+  //   copy's arrival and the step's first barrier.
+  // - unrolled widening where the register budget allows it (128-thread tiles of the GQA kind).
+  static constexpr bool kFp8Pairs = KV8 && KCopy::CPT % 2 == 0 && (V_IN_K || VCopy::CPT % 2 == 0) && THREADS <= 128;
+  static constexpr bool kWidenEarly = KV8 && V_IN_K;
+  static constexpr bool kWidenUnroll = KV8 && !V_IN_K && THREADS <= 128;
 
   // shared memory layout (bytes)
   static constexpr uint32_t OFF_Q = 0;
@@ -182,6 +195,21 @@ struct Verify {
         vsrc = static_cast<const T*>(p.v_draft) + tok * p.v_draft_stride_token + hk * p.v_draft_stride_head;
         bytes = 16;
       }
+      if (KV8 && k8 != nullptr && kFp8Pairs && p.kv8_pairs) {
+#pragma unroll
+        for (int c = 0; c < KCopy::CPT / 2; ++c) {
+          const int pair = c0 + c * KCopy::TPR;
+          cp_async_16(k_base + swizzle<QCH>(row, 2 * pair + 1), k8 + pair * 16, 16);
+        }
+        if constexpr (!V_IN_K) {
+#pragma unroll
+          for (int c = 0; c < VCopy::CPT / 2; ++c) {
+            const int pair = c0 + c * VCopy::TPR;
+            cp_async_16(v_base + swizzle<VCH>(row, 2 * pair + 1), v8 + pair * 16, 16);
+          }
+        }
+        continue;
+      }
       if (KV8 && k8 != nullptr) {
 #pragma unroll
         for (int c = 0; c < KCopy::CPT; ++c) {
@@ -212,30 +240,72 @@ struct Verify {
     }
   }
 
-  // KV8: widen the fp8 prefix rows this thread copied into `stage` (its own cp.async groups for the stage
-  // are complete; no other thread touches these 16-byte slots) to T, in place.
-  __device__ static void widen_fp8(const Seg& s, int step, uint8_t* smem, int stage) {
+  // KV8: widen the fp8 prefix rows this thread copied into `stage` for `step` (its own cp.async groups for
+  // the stage are complete; no other thread touches these slots) to T, in place. PASS_LO..PASS_HI-1: the
+  // row passes to widen (early widening spreads them over the P V product).
+  __device__ static void widen_fp8(const VerifyParams& p, const Seg& s, int step, uint8_t* smem, int stage,
+                                   int pass_lo = 0, int pass_hi = KCopy::PASSES) {
     const int r0 = threadIdx.x / KCopy::TPR, c0 = threadIdx.x % KCopy::TPR;
     uint8_t* kb = smem + OFF_K + stage * C.k_stage_bytes();
     uint8_t* vb = smem + OFF_V + stage * C.v_stage_bytes();
+    // 8 fp8 bytes at `src` -> 8 values of T (16 bytes) at `dst`
+    auto widen8 = [](uint2 w, uint8_t* dst) {
+      uint4 o;
+      e4m3x4_to<T>(w.x, o.x, o.y);
+      e4m3x4_to<T>(w.y, o.z, o.w);
+      *reinterpret_cast<uint4*>(dst) = o;
+    };
+    // two chunks copied as one 16-byte pair into the second chunk's slot
+    auto widen_pair = [&](uint8_t* first, uint8_t* second) {
+      const uint4 w = *reinterpret_cast<const uint4*>(second);
+      widen8(make_uint2(w.x, w.y), first);
+      widen8(make_uint2(w.z, w.w), second);
+    };
+    auto widen_half = [&](uint8_t* slot) { widen8(*reinterpret_cast<const uint2*>(slot + 8), slot); };
 #pragma unroll 1
-    for (int pass = 0; pass < KCopy::PASSES; ++pass) {
+    for (int pass = pass_lo; pass < pass_hi; ++pass) {
       const int row = r0 + pass * KCopy::RP;
       if (step * BN + row >= s.plen) continue;
-      auto widen = [](uint8_t* slot) {
-        const uint2 w = *reinterpret_cast<const uint2*>(slot + 8);
-        uint4 o;
-        e4m3x4_to<T>(w.x, o.x, o.y);
-        e4m3x4_to<T>(w.y, o.z, o.w);
-        *reinterpret_cast<uint4*>(slot) = o;
-      };
-      // not unrolled: the widening is a few instructions a chunk, and unrolled it costs registers the
-      // accumulators need
+      bool pairs = false;
+      if constexpr (kFp8Pairs) pairs = p.kv8_pairs;
+      if (pairs) {
+        if constexpr (kWidenUnroll) {
+#pragma unroll
+          for (int c = 0; c < KCopy::CPT / 2; ++c) {
+            const int pair = c0 + c * KCopy::TPR;
+            widen_pair(kb + swizzle<QCH>(row, 2 * pair), kb + swizzle<QCH>(row, 2 * pair + 1));
+          }
+        } else {
 #pragma unroll 1
-      for (int c = 0; c < KCopy::CPT; ++c) widen(kb + swizzle<QCH>(row, c0 + c * KCopy::TPR));
-      if constexpr (!V_IN_K) {
+          for (int c = 0; c < KCopy::CPT / 2; ++c) {
+            const int pair = c0 + c * KCopy::TPR;
+            widen_pair(kb + swizzle<QCH>(row, 2 * pair), kb + swizzle<QCH>(row, 2 * pair + 1));
+          }
+        }
+        if constexpr (!V_IN_K) {
+          if constexpr (kWidenUnroll) {
+#pragma unroll
+            for (int c = 0; c < VCopy::CPT / 2; ++c) {
+              const int pair = c0 + c * VCopy::TPR;
+              widen_pair(vb + swizzle<VCH>(row, 2 * pair), vb + swizzle<VCH>(row, 2 * pair + 1));
+            }
+          } else {
 #pragma unroll 1
-        for (int c = 0; c < VCopy::CPT; ++c) widen(vb + swizzle<VCH>(row, c0 + c * VCopy::TPR));
+            for (int c = 0; c < VCopy::CPT / 2; ++c) {
+              const int pair = c0 + c * VCopy::TPR;
+              widen_pair(vb + swizzle<VCH>(row, 2 * pair), vb + swizzle<VCH>(row, 2 * pair + 1));
+            }
+          }
+        }
+      } else {
+        // not unrolled: the widening is a few instructions a chunk, and unrolled it costs registers the
+        // accumulators need
+#pragma unroll 1
+        for (int c = 0; c < KCopy::CPT; ++c) widen_half(kb + swizzle<QCH>(row, c0 + c * KCopy::TPR));
+        if constexpr (!V_IN_K) {
+#pragma unroll 1
+          for (int c = 0; c < VCopy::CPT; ++c) widen_half(vb + swizzle<VCH>(row, c0 + c * VCopy::TPR));
+        }
       }
     }
   }
@@ -262,10 +332,10 @@ struct Verify {
     }
   }
 
-  // MODS: may a step take the uniform prefix scale? All its keys are prefix keys, no sliding window hides
+  // MODS: may a step take the uniform prefix scale? All its keys are prefix keys (not `tail`), no sliding window hides
   // any of them from any row of the tile (rows hold drafts <= tok_max), and there is no cap or temperature.
-  __device__ static bool uniform_step(const VerifyParams& p, const Seg& s, int step, int tok_max) {
-    if ((step + 1) * BN > s.plen || p.logit_cap > 0.f || p.xai_len > 0) return false;
+  __device__ static bool uniform_step(const VerifyParams& p, const Seg& s, int step, bool tail, int tok_max) {
+    if (tail || p.logit_cap > 0.f || p.xai_len > 0) return false;
     return p.window <= 0 || step * BN >= s.plen + tok_max - p.window;
   }
 
@@ -354,19 +424,20 @@ struct Verify {
       const int it = step - s.k_begin;
       const int stage = it % STAGES;
       cp_async_wait<STAGES - 2>();
-      if constexpr (KV8) widen_fp8(s, step, smem, stage);
+      // (early widening: the previous step widened this one, except for the segment's first step)
+      if constexpr (KV8) {
+        if (!kWidenEarly || it == 0) widen_fp8(p, s, step, smem, stage);
+      }
       __syncthreads();  // (W) step's tiles visible to all; every warp finished the previous step's P V
 
-      // Refill the stage the previous step used. Memory-bound tiles issue it first thing; the MLA tile,
-      // whose K rows mostly come from L2 (every m-tile CTA of a partition reads them), issues it after its
-      // S MMAs so that those start a few hundred cycles earlier.
-      auto refill = [&]() {
+      // Refill the stage the previous step used, first thing (issuing MLA's refill after its S MMAs was
+      // measured 5% slower: bench/NOTES.md v4)
+      {
         const int next = step + STAGES - 1;
         if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES);
         cp_async_commit();
         if (next + 1 < s.k_end) fetch_rows(p, s, next + 1, ri);
-      };
-      if constexpr (!kLateRefill) refill();
+      }
 
       const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
       // ---- S = Q K^T for this warp's 16 x SN tile. Fragments for k-step kk+1 are loaded before the MMAs
@@ -406,7 +477,6 @@ struct Verify {
         }
       }
 
-      if constexpr (kLateRefill) refill();
 
       // ---- scale; mask keys past the request and draft keys outside the tree
       const int key0 = step * BN + wn * SN;
@@ -430,7 +500,7 @@ struct Verify {
           mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
           mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
         }
-      } else if (uniform_step(p, s, step, tok_max)) {
+      } else if (uniform_step(p, s, step, tail, tok_max)) {
         // every key of this step is a prefix key that no window hides from any row of the tile, and there is
         // no cap or temperature: one uniform scale (k_scale and log2(e) folded in), no per-element work
 #pragma unroll
@@ -573,6 +643,16 @@ struct Verify {
             for (int mt = 0; mt < O_MT; ++mt) {
               mma_16816<T>(o[mt][2 * np], a[ks & 1][mt], bv[idx & 1][0], bv[idx & 1][1]);
               mma_16816<T>(o[mt][2 * np + 1], a[ks & 1][mt], bv[idx & 1][2], bv[idx & 1][3]);
+            }
+          }
+          if constexpr (kWidenEarly) {
+            // widen the next step's rows while this k-step's MMAs run: row pass q after k-step q * KS / PASSES
+            // (the next step's cp.async group is the oldest one still pending)
+            if (step + 1 < s.k_end) {
+              if (ks == 0) cp_async_wait<STAGES - 2>();
+#pragma unroll
+              for (int q = 0; q < KCopy::PASSES; ++q)
+                if (ks == q * KS / KCopy::PASSES) widen_fp8(p, s, step + 1, smem, (it + 1) % STAGES, q, q + 1);
             }
           }
         }

@@ -562,4 +562,64 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
   std::printf("[ kernels  ] %d configuration x dtype runs and %d fp8-KV runs against the oracle\n", runs, fp8_runs);
 }
 
+// fp8 pools whose head rows are 8 bytes longer than the head (strides multiples of 8 bytes, not of 16): the
+// tiles that copy fp8 rows 16 bytes at a time fall back to 8-byte copies. Padding bytes hold NaN (0x7f).
+void run_padded_fp8(const CaseSpec& spec, const char* config) {
+  ASSERT_EQ(setenv("FLASHVERIFY_CONFIG", config, 1), 0);
+  const HostProblem hp = fvt::make_problem(spec);
+  const CaseSpec& s = hp.spec;
+  fvt::DeviceProblem dp(hp, FV_IMPL_FAST);
+  ASSERT_TRUE(dp.ok()) << dp.error();
+  fv_args a = dp.args();
+  const int64_t rows = hp.num_slots * s.hkv, kh = s.dqk + 8, vh = s.dv + 8;
+  DevBuf kp(size_t(rows * kh)), vp(s.mla() ? 16 : size_t(rows * vh));
+  ASSERT_TRUE(kp.p && vp.p) << "device allocation failed";
+  ASSERT_EQ(cudaMemset(kp.p, 0x7f, size_t(rows * kh)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2D(kp.p, size_t(kh), hp.k_pool8.data(), size_t(s.dqk), size_t(s.dqk), size_t(rows),
+                         cudaMemcpyHostToDevice), cudaSuccess);
+  a.k_pool = kp.p;
+  a.k_pool_stride_head = kh;
+  a.k_pool_stride_slot = s.hkv * kh;
+  if (s.mla()) {
+    a.v_pool = kp.p;
+    a.v_pool_stride_head = kh;
+    a.v_pool_stride_slot = s.hkv * kh;
+  } else {
+    ASSERT_EQ(cudaMemset(vp.p, 0x7f, size_t(rows * vh)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy2D(vp.p, size_t(vh), hp.v_pool8.data(), size_t(s.dv), size_t(s.dv), size_t(rows),
+                           cudaMemcpyHostToDevice), cudaSuccess);
+    a.v_pool = vp.p;
+    a.v_pool_stride_head = vh;
+    a.v_pool_stride_slot = s.hkv * vh;
+  }
+  dp.poison();
+  ASSERT_EQ(fv_run(&a, dp.workspace(), dp.workspace_bytes(), nullptr), FV_OK) << fv_last_error();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  unsetenv("FLASHVERIFY_CONFIG");
+  fvt::GpuRun r;
+  ASSERT_TRUE(dp.download(&r.out, &r.lse, &r.raw_out)) << dp.error();
+  fvt::Reference ref;
+  ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+  fvt::Comparison c;
+  fvg::check_against_oracle(hp, ref, r, (std::string(config) + " fp8, pool rows +8 bytes").c_str(), &c);
+}
+
+TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 61;
+  CaseSpec g = base_case(false, seed);
+  g.hq = 8; g.hkv = 2; g.dqk = g.dv = 128;
+  g.prefix = {300, 40, -1};
+  g.kv_fp8 = true;
+  g.k_scale = 0.5f;
+  g.v_scale = 2.f;
+  ASSERT_NO_FATAL_FAILURE(run_padded_fp8(g, "gqa128_bm32_bn64_s2"));
+  CaseSpec m = base_case(true, seed + 1);
+  m.prefix = {300, 40, -1};
+  m.kv_fp8 = true;
+  m.k_scale = 0.5f;
+  m.v_scale = 2.f;
+  ASSERT_NO_FATAL_FAILURE(run_padded_fp8(m, "mla576_bm64_bn64_s2"));
+}
+
 }  // namespace
