@@ -135,6 +135,13 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   }();
   plan->inline_plan = inline_allowed && p.batch_size >= 1 && p.batch_size <= kInlinePlanMaxBatch &&
                       p.mask_kind != FV_MASK_PARENTS;
+  // sm_90+: the combine launches as a programmatic dependent of the verify kernel, so its launch and block
+  // scheduling overlap the verify grid's tail; FLASHVERIFY_PDL=0 turns that off (benchmark A/B).
+  static const bool pdl_allowed = [] {
+    const char* v = std::getenv("FLASHVERIFY_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  plan->pdl = pdl_allowed && props.cc_major >= 9 && p.device == FV_DEVICE_CUDA;
   if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)
     plan->mask_words = static_cast<int>(ceil_div(p.max_draft, 32));
 

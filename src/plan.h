@@ -42,6 +42,7 @@ struct Plan {
   int64_t max_slots = 0;         // partial (o, lse) states the workspace holds
   int mask_words = 0;            // uint32 words per converted mask row (0: no conversion)
   bool inline_plan = false;      // no prepare kernel: the verify kernel plans (and reads byte masks directly)
+  bool pdl = false;              // the combine is a programmatic dependent launch of the verify kernel (sm_90+)
   // workspace layout, bytes from its start
   std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;
 };

@@ -35,6 +35,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const int i = static_cast<int>(rest % p.max_draft);
   const int b = static_cast<int>(rest / p.max_draft);
 
+  // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
+  pdl_wait_primary();
   const int32_t* sched = p.sched;
   const int ns = sched[SchedLayout::num_splits(p.batch) + b];
   if (ns <= 1) return;

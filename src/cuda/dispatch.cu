@@ -49,15 +49,31 @@ cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStr
   return p.mods ? launch_verify_cfg<T, true, false>(cfg, p, grid, s) : launch_verify_cfg<T, false, false>(cfg, p, grid, s);
 }
 
+template <class T, int DV>
+cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, cudaStream_t s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(kCombineThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, combine_kernel<T, DV>, p);
+}
+
+// pdl: a programmatic dependent launch (Plan::pdl; the kernel waits for the verify grid itself)
 template <class T>
-void launch_combine_for(int dv, const VerifyParams& p, cudaStream_t s) {
+cudaError_t launch_combine_for(int dv, const VerifyParams& p, bool pdl, cudaStream_t s) {
   const int64_t slices = dv >= 128 ? dv / 128 : 1;
   const unsigned blocks = static_cast<unsigned>(int64_t(p.batch) * p.max_draft * p.num_q_heads * slices);
   switch (dv) {
-    case 64: combine_kernel<T, 64><<<blocks, kCombineThreads, 0, s>>>(p); break;
-    case 128: combine_kernel<T, 128><<<blocks, kCombineThreads, 0, s>>>(p); break;
-    case 256: combine_kernel<T, 256><<<blocks, kCombineThreads, 0, s>>>(p); break;
-    default: combine_kernel<T, 512><<<blocks, kCombineThreads, 0, s>>>(p); break;
+    case 64: return launch_combine_dv<T, 64>(p, blocks, pdl, s);
+    case 128: return launch_combine_dv<T, 128>(p, blocks, pdl, s);
+    case 256: return launch_combine_dv<T, 256>(p, blocks, pdl, s);
+    default: return launch_combine_dv<T, 512>(p, blocks, pdl, s);
   }
 }
 
@@ -228,9 +244,8 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   if (err != cudaSuccess) return cuda_fail(err, cfg.name);
 
   if (plan.max_slots > 0) {
-    if (pb.dtype == FV_DTYPE_BF16) launch_combine_for<__nv_bfloat16>(pb.head_dim_v, p, s);
-    else launch_combine_for<__half>(pb.head_dim_v, p, s);
-    err = cudaGetLastError();
+    err = pb.dtype == FV_DTYPE_BF16 ? launch_combine_for<__nv_bfloat16>(pb.head_dim_v, p, plan.pdl, s)
+                                    : launch_combine_for<__half>(pb.head_dim_v, p, plan.pdl, s);
     if (err != cudaSuccess) return cuda_fail(err, "combine kernel launch");
   }
   return FV_OK;

@@ -102,6 +102,20 @@ __device__ __forceinline__ void e4m3x4_to(uint32_t w, uint32_t& lo, uint32_t& hi
   }
 }
 
+// Programmatic dependent launch (sm_90+). The primary grid lets its dependent grid be scheduled; the
+// dependent waits until the primary grid has completed and its writes are visible. Both are no-ops on
+// older architectures and when the launch carried no programmatic edge.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 template <class T>
 __device__ __forceinline__ float to_float(T x);
 template <>

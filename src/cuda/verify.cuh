@@ -766,6 +766,9 @@ struct Verify {
 
   __device__ static void run(const VerifyParams& p, uint8_t* smem) {
     const int m_tile = blockIdx.x, part = blockIdx.y, hk = blockIdx.z;
+    // the combine kernel (a programmatic dependent launch on sm_90+) may be scheduled once every CTA of this
+    // grid has started; it waits for the grid to complete before it reads anything
+    pdl_launch_dependents();
     static_assert(kInlinePlanMaxBatch <= 32, "one warp plans");
     __shared__ int32_t inline_sched[SchedLayout::words(kInlinePlanMaxBatch)];
     const int32_t* sched = p.sched;
