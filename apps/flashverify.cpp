@@ -4,8 +4,9 @@
 //   flashverify check [--cases N] [--seed S]
 //                                          random problems, every implementation against the float64 oracle
 //   flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] [--no-naive]
-//                     [--only SUBSTRING] [--check-indices]
-//                                          medians with L2 flushed; µs, GB/s, TFLOP/s, % of the ceilings
+//                     [--only "A|B$"] [--check-indices]
+//                                          medians with L2 flushed; µs, GB/s, TFLOP/s, % of the ceilings;
+//                                          --only: cases whose name contains A or ends with B
 //   flashverify soak [--seconds S] [--seed S] [--report FILE]
 //                                          random calls under CUDA-graph replay against the naive kernel
 #include <cuda_runtime.h>
@@ -76,7 +77,7 @@ void usage() {
                "usage: flashverify info\n"
                "       flashverify check [--cases N] [--seed S]\n"
                "       flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] "
-               "[--no-naive] [--only SUBSTRING] [--check-indices]\n"
+               "[--no-naive] [--only \"A|B$\"] [--check-indices]\n"
                "       flashverify soak [--seconds S] [--seed S] [--report FILE]\n");
 }
 
@@ -222,14 +223,7 @@ struct BenchCase {
 };
 
 CaseSpec uniform(bool mla, int hq, int hkv, int d, int n, int p, int b, fvt::Tree tree = fvt::Tree::Random) {
-  CaseSpec s;
-  s.hq = hq;
-  s.hkv = hkv;
-  s.dqk = mla ? 576 : d;
-  s.dv = mla ? 512 : d;
-  s.max_draft = n;
-  s.draft.assign(b, n);
-  s.prefix.assign(b, p);
+  CaseSpec s = fvt::uniform_spec(mla, hq, hkv, d, n, p, b);
   s.tree = tree;
   s.seed = 42;
   s.want_lse = false;
@@ -254,12 +248,7 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     small.profile = FV_PROFILE_SMALL_SMEM;
     add("mla h16 n64 p32k b16 [sm120 cfg]", small, "sm_120 config");
     // fp8 e4m3 KV caches: GB/s counts the bf16-equivalent KV (the bytes moved are half)
-    auto fp8 = [](CaseSpec s) {
-      s.kv_fp8 = true;
-      s.k_scale = 0.5f;
-      s.v_scale = 1.5f;
-      return s;
-    };
+    auto fp8 = [](CaseSpec s) { return fvt::with_fp8(s, 0.5f, 1.5f); };
     add("mla h16 n8 p32k b1 [fp8 kv]", fp8(uniform(true, 16, 1, 0, 8, 32768, 1)), "fp8: fewer bytes");
     add("mla h16 n64 p32k b16 [fp8 kv]", fp8(uniform(true, 16, 1, 0, 64, 32768, 16)), "fp8: fewer bytes");
     add("gqa32/8 d128 n8 p32k b16 [fp8 kv]", fp8(uniform(false, 32, 8, 128, 8, 32768, 16)), "fp8: fewer bytes");
@@ -386,11 +375,21 @@ int cmd_bench(const Options& o) {
   for (const BenchCase& bc : cases) {
     ++done;
     if (!o.only.empty()) {
-      // a substring of the case name; a trailing '$' anchors it at the end of the name
-      const bool anchored = o.only.back() == '$';
-      const std::string needle = anchored ? o.only.substr(0, o.only.size() - 1) : o.only;
-      const size_t at = bc.name.rfind(needle);
-      if (at == std::string::npos || (anchored && at + needle.size() != bc.name.size())) continue;
+      // '|'-separated alternatives, each a substring of the case name; a trailing '$' anchors one at the end
+      bool hit = false;
+      size_t from = 0;
+      while (!hit && from <= o.only.size()) {
+        size_t bar = o.only.find('|', from);
+        if (bar == std::string::npos) bar = o.only.size();
+        std::string needle = o.only.substr(from, bar - from);
+        from = bar + 1;
+        const bool anchored = !needle.empty() && needle.back() == '$';
+        if (anchored) needle.pop_back();
+        if (needle.empty()) continue;
+        const size_t at = bc.name.rfind(needle);
+        hit = at != std::string::npos && (!anchored || at + needle.size() == bc.name.size());
+      }
+      if (!hit) continue;
     }
     std::fprintf(stderr, "[%d/%zu] %s: building inputs...\n", done, cases.size(), bc.name.c_str());
     const HostProblem hp = fvt::make_problem(bc.spec);
