@@ -40,14 +40,7 @@ struct Shape {
 
 CaseSpec capacity(bool mla, int hq, int hkv, int d, int max_draft, int max_prefix, int batch, int mask_kind,
                   int addressing = FV_KV_TOKEN_SLOTS, int page_size = 1, int profile = FV_PROFILE_AUTO) {
-  CaseSpec s;
-  s.hq = hq;
-  s.hkv = hkv;
-  s.dqk = mla ? 576 : d;
-  s.dv = mla ? 512 : d;
-  s.max_draft = max_draft;
-  s.draft.assign(batch, max_draft);
-  s.prefix.assign(batch, max_prefix);
+  CaseSpec s = fvt::uniform_spec(mla, hq, hkv, d, max_draft, max_prefix, batch);
   s.mask_kind = mask_kind;
   s.addressing = addressing;
   s.page_size = page_size;
@@ -57,12 +50,7 @@ CaseSpec capacity(bool mla, int hq, int hkv, int d, int max_draft, int max_prefi
   return s;
 }
 
-CaseSpec fp8(CaseSpec s) {
-  s.kv_fp8 = true;
-  s.k_scale = 0.75f;
-  s.v_scale = 1.25f;
-  return s;
-}
+CaseSpec fp8(CaseSpec s) { return fvt::with_fp8(s, 0.75f, 1.25f); }
 
 std::vector<Shape> shapes() {
   return {

@@ -206,6 +206,25 @@ uint64_t session_seed() {
   return seed;
 }
 
+CaseSpec uniform_spec(bool mla, int hq, int hkv, int d, int n, int p, int b) {
+  CaseSpec s;
+  s.hq = hq;
+  s.hkv = hkv;
+  s.dqk = mla ? 576 : d;
+  s.dv = mla ? 512 : d;
+  s.max_draft = n;
+  s.draft.assign(b, n);
+  s.prefix.assign(b, p);
+  return s;
+}
+
+CaseSpec with_fp8(CaseSpec s, float k_scale, float v_scale) {
+  s.kv_fp8 = true;
+  s.k_scale = k_scale;
+  s.v_scale = v_scale;
+  return s;
+}
+
 HostProblem make_problem(const CaseSpec& spec_in) {
   HostProblem hp;
   hp.spec = spec_in;

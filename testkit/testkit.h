@@ -76,6 +76,13 @@ struct HostProblem {
   int64_t out_elems() const { return total_q * out_stride_token; }
 };
 
+// b requests of n draft tokens over a prefix of p each, hq / hkv heads: MLA (576/512) when `mla`, else
+// head dim d. Every other field keeps its default.
+CaseSpec uniform_spec(bool mla, int hq, int hkv, int d, int n, int p, int b);
+
+// fp8 e4m3 KV pools with the given k / v scales
+CaseSpec with_fp8(CaseSpec s, float k_scale, float v_scale);
+
 HostProblem make_problem(const CaseSpec& spec);
 
 // The same logical problem (every token's q, K, V unchanged) with the prefix placed in a new pool:
