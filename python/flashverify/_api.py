@@ -329,25 +329,24 @@ def verify_attention(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, 
     if impl_code is None:
         raise ValueError(f"impl: expected 'fast' or 'naive', got {impl!r}")
     profile_code = {"auto": 0, "small_smem": 1, "large_smem": 2}[profile]
-    # checks shapes and dtypes now, before the op is recorded or launched (while torch.compile traces, the
-    # tensors are fakes without storage: the op checks them when it runs)
-    if not torch.compiler.is_compiling():
-        build_args(device="cuda", q=q, k_draft=k_draft, v_draft=v_draft, k_pool=k_pool, v_pool=v_pool, out=out,
-                   lse=lse, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
-                   custom_mask=custom_mask, mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents,
-                   causal=causal, page_table=page_table, page_size=page_size, sm_scale=sm_scale,
-                   max_draft=max_draft, impl=impl_code, num_kv_splits=num_kv_splits, profile=profile_code,
-                   sinks=sinks, window_kv_offsets=window_kv_offsets, logit_cap=logit_cap,
-                   sliding_window=sliding_window, xai_temperature_len=xai_temperature_len, k_scale=k_scale,
-                   v_scale=v_scale, check_indices=check_indices)
     ws = workspace.buffer if workspace is not None else None
+    scalars = (float(sm_scale), int(max_draft), bool(causal), int(page_size), int(impl_code), int(num_kv_splits),
+               int(profile_code))
+    modifiers = (float(logit_cap or 0.0), int(sliding_window if sliding_window is not None else -1),
+                 int(xai_temperature_len if xai_temperature_len is not None else -1),
+                 float(1.0 if k_scale is None else k_scale), float(1.0 if v_scale is None else v_scale))
+    if not torch.compiler.is_compiling():
+        # eager (also under CUDA-graph capture): check shapes and dtypes once and launch; wrong inputs raise
+        # here, before anything is queued
+        run_on_tensors(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                       mask_indptr, mask_bits, parents, page_table, out, lse, ws, *scalars, sinks,
+                       window_kv_offsets, *modifiers, bool(check_indices))
+        return out
+    # while torch.compile traces, the tensors are fakes without storage: the op checks them when it runs
     torch.ops.flashverify.verify_attention(
         q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
-        mask_bits, parents, page_table, out, lse, ws, float(sm_scale), int(max_draft), bool(causal),
-        int(page_size), int(impl_code), int(num_kv_splits), int(profile_code), sinks, window_kv_offsets,
-        float(logit_cap or 0.0), int(sliding_window if sliding_window is not None else -1),
-        int(xai_temperature_len if xai_temperature_len is not None else -1),
-        float(1.0 if k_scale is None else k_scale), float(1.0 if v_scale is None else v_scale), bool(check_indices))
+        mask_bits, parents, page_table, out, lse, ws, *scalars, sinks, window_kv_offsets, *modifiers,
+        bool(check_indices))
     return out
 
 
