@@ -70,8 +70,11 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
   switch (p.head_dim_qk) {
     case 64: cfg = &kTileConfigs[kGqa64]; break;
     case 128:
-      // a 32-row tile when every request's rows (group x drafts) fit in it
-      cfg = &kTileConfigs[(p.num_q_heads / p.num_kv_heads) * p.max_draft <= 32 ? kGqa128Bm32 : kGqa128];
+      // a 32-row tile when every request's rows (group x drafts) fit in it, with 3 stages where it fits
+      if ((p.num_q_heads / p.num_kv_heads) * p.max_draft <= 32)
+        cfg = &kTileConfigs[fits(kTileConfigs[kGqa128Bm32S3], props) ? kGqa128Bm32S3 : kGqa128Bm32];
+      else
+        cfg = &kTileConfigs[kGqa128];
       break;
     case 256: cfg = &kTileConfigs[kGqa256]; break;
     default:

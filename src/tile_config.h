@@ -46,7 +46,8 @@ enum ConfigId {
   kGqa256 = 4,
   kGqa128Bm32 = 5,
   kGqa128Bn32 = 6,
-  kNumConfigs = 7
+  kGqa128Bm32S3 = 7,
+  kNumConfigs = 8
 };
 
 // Why these shapes (bench/NOTES.md has the arithmetic):
@@ -58,16 +59,22 @@ enum ConfigId {
 // - GQA: 64 rows, 4 x 2 warps for S, O split 4 (rows) x 2 (columns); K and V tiles separate. GQA with a
 //   small tree is memory-bound: the pipeline is 4 stages deep so that 3 steps of K/V are in flight per
 //   CTA (2 CTAs a multiprocessor), which 99 KB allows for d128 only with 32-key steps.
+// - GQA d128 with group x drafts <= 32: a 32-row tile (half the MMA work of 64 rows); 3 stages where the
+//   GPU has the shared memory (sm_90 / sm_100), 2 elsewhere. min_part_cost 2 for the d128 tiles: GQA 8/1
+//   b1 24.4 us vs 26.9 at 4 (bench/NOTES.md v8).
 constexpr TileConfig kTileConfigs[kNumConfigs] = {
     {kMlaLarge, "mla576_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
     {kMlaSmall, "mla576_bm32_bn16_s3", 32, 16, 576, 512, 2, 2, 1, 4, 3, true, 1, false, 2, 6},
     {kGqa64, "gqa64_bm64_bn64_s4", 64, 64, 64, 64, 4, 2, 4, 2, 4, false, 2, false, 2, 4},
-    {kGqa128, "gqa128_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, false, 2, 4},
+    {kGqa128, "gqa128_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, false, 2, 2},
     {kGqa256, "gqa256_bm64_bn16_s3", 64, 16, 256, 256, 4, 2, 4, 2, 3, false, 2, false, 2, 8},
     // for groups x drafts <= 32 rows (GQA 32/8 with 8 drafts): half the MMA work of the 64-row tile
-    {kGqa128Bm32, "gqa128_bm32_bn64_s2", 32, 64, 128, 128, 2, 2, 2, 2, 2, false, 2, false, 2, 4},
+    {kGqa128Bm32, "gqa128_bm32_bn64_s2", 32, 64, 128, 128, 2, 2, 2, 2, 2, false, 2, false, 2, 2},
     // a deeper pipeline of shorter steps (tuning alternative, FLASHVERIFY_CONFIG=gqa128_bm64_bn32_s4)
     {kGqa128Bn32, "gqa128_bm64_bn32_s4", 64, 32, 128, 128, 4, 2, 4, 2, 4, false, 2, false, 2, 8},
+    // the 32-row tile with a third stage where shared memory allows it (sm_90 / sm_100: 109 KB, two CTAs a
+    // multiprocessor): two steps of K/V in flight per CTA instead of one
+    {kGqa128Bm32S3, "gqa128_bm32_bn64_s3", 32, 64, 128, 128, 2, 2, 2, 2, 3, false, 2, true, 2, 2},
 };
 
 constexpr std::size_t kSmallSmemLimit = 101376;  // 99 KB: sm_86, sm_89, sm_120 per-block opt-in maximum
@@ -79,5 +86,7 @@ static_assert(kTileConfigs[kGqa128].smem_bytes() <= kSmallSmemLimit, "GQA d128 c
 static_assert(kTileConfigs[kGqa256].smem_bytes() <= kSmallSmemLimit, "GQA d256 config must fit sm_120");
 static_assert(kTileConfigs[kGqa128Bm32].smem_bytes() <= kSmallSmemLimit, "must fit sm_120");
 static_assert(kTileConfigs[kGqa128Bn32].smem_bytes() <= kSmallSmemLimit, "must fit sm_120");
+// two CTAs a multiprocessor on sm_90 (228 KB a multiprocessor, 1 KB reserved a block, 384 bytes static)
+static_assert(2 * (kTileConfigs[kGqa128Bm32S3].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 
 }  // namespace fv

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "common.h"
@@ -38,6 +39,7 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
     case kGqa256: return launch_verify<kGqa256, T, MODS, KV8>(p, grid, s);
     case kGqa128Bm32: return launch_verify<kGqa128Bm32, T, MODS, KV8>(p, grid, s);
     case kGqa128Bn32: return launch_verify<kGqa128Bn32, T, MODS, KV8>(p, grid, s);
+    case kGqa128Bm32S3: return launch_verify<kGqa128Bm32S3, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -83,6 +85,12 @@ int env_int(const char* name, int fallback) {
   if (v == nullptr || *v == '\0') return fallback;
   const int x = std::atoi(v);
   return x > 0 ? x : fallback;
+}
+
+// A switch that is on unless the variable is "0".
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 }  // namespace
@@ -202,7 +210,8 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.window_kv_offsets = pb.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
   p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
   // (bases are 16-byte aligned: validate.cpp)
-  p.kv8_pairs = p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && a.k_pool_stride_head % 16 == 0 &&
+  static const bool pairs_env = env_on("FLASHVERIFY_FP8_PAIRS");  // FLASHVERIFY_FP8_PAIRS=0: benchmark A/B
+  p.kv8_pairs = pairs_env && p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && a.k_pool_stride_head % 16 == 0 &&
                 a.v_pool_stride_slot % 16 == 0 && a.v_pool_stride_head % 16 == 0;
   p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f || p.kv_fp8;
 

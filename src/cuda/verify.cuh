@@ -483,18 +483,28 @@ struct Verify {
       const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end
       const bool all_prefix = !tail;
       float mx_a = -INFINITY, mx_b = -INFINITY;
-      if constexpr (!MODS) {
+      if (!MODS && !tail) {
+        // a step of prefix keys only: one scale, no per-element tests (written as its own branch: with the
+        // tail test inside the element loop the compiler kept the position arithmetic in the hot path,
+        // bench/NOTES.md v8)
+#pragma unroll
+        for (int nt = 0; nt < S_NT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[nt][e] *= p.scale_log2;
+          mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
+          mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
+        }
+      } else if (!MODS) {
+        // the step that reaches the draft tokens or the end of the request
 #pragma unroll
         for (int nt = 0; nt < S_NT; ++nt) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             float v = acc[nt][e] * p.scale_log2;
-            if (tail) {
-              const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
-              const int tok = e < 2 ? tok_a : tok_b;
-              if (pos >= s.len) v = -INFINITY;
-              else if (pos >= s.plen && (tok >= s.n || !tree_visible(p, s, tok, pos - s.plen))) v = -INFINITY;
-            }
+            const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
+            const int tok = e < 2 ? tok_a : tok_b;
+            if (pos >= s.len) v = -INFINITY;
+            else if (pos >= s.plen && (tok >= s.n || !tree_visible(p, s, tok, pos - s.plen))) v = -INFINITY;
             acc[nt][e] = v;
           }
           mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));

@@ -100,6 +100,23 @@ TEST(Plan, ForcedProfilesAndDevices) {
   }
 }
 
+TEST(Plan, GqaD128TileChoice) {
+  fv::Plan plan;
+  fv_problem g = mla_problem(32, 8, 16);  // GQA 32/8 d128, 8 drafts: 4 x 8 = 32 rows
+  g.num_kv_heads = 8;
+  g.head_dim_qk = g.head_dim_v = 128;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32S3);  // 3 stages: 109 KB, two CTAs a multiprocessor
+  EXPECT_EQ(plan.ctas_per_sm, 2);
+  ASSERT_EQ(fv::make_plan(g, kSm120, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);  // 99 KB: 2 stages
+  ASSERT_EQ(fv::make_plan(g, kA100, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);  // sm_80: the large-tile bodies are not compiled for it
+  g.num_q_heads = 64;                        // 8 x 8 = 64 rows
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+}
+
 TEST(Plan, SplitCountsFollowTheGrid) {
   EXPECT_EQ(fv::choose_num_parts(2, 132), 66);
   EXPECT_EQ(fv::choose_num_parts(1, 264), 264);

@@ -490,7 +490,7 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
       {"mla576_bm64_bn64_s2", true, 576, 16, 1},  {"mla576_bm32_bn16_s3", true, 576, 16, 1},
       {"gqa64_bm64_bn64_s4", false, 64, 8, 2},    {"gqa128_bm64_bn64_s2", false, 128, 16, 1},
       {"gqa256_bm64_bn16_s3", false, 256, 8, 2},  {"gqa128_bm32_bn64_s2", false, 128, 8, 2},
-      {"gqa128_bm64_bn32_s4", false, 128, 16, 1},
+      {"gqa128_bm64_bn32_s4", false, 128, 16, 1}, {"gqa128_bm32_bn64_s3", false, 128, 8, 2},
   };
   const uint64_t seed = fvt::session_seed() + 51;
   int runs = 0;
@@ -614,6 +614,7 @@ TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
   g.k_scale = 0.5f;
   g.v_scale = 2.f;
   ASSERT_NO_FATAL_FAILURE(run_padded_fp8(g, "gqa128_bm32_bn64_s2"));
+  ASSERT_NO_FATAL_FAILURE(run_padded_fp8(g, "gqa128_bm32_bn64_s3"));
   CaseSpec m = base_case(true, seed + 1);
   m.prefix = {300, 40, -1};
   m.kv_fp8 = true;

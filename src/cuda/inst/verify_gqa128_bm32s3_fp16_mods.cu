@@ -1,0 +1,6 @@
+// Generated instantiation (with SGLang's score modifiers): configuration kGqa128Bm32S3, fp16.
+#include "../verify_launch.cuh"
+
+namespace fv {
+FV_INSTANTIATE_VERIFY(kGqa128Bm32S3, __half, true, false)
+}  // namespace fv
