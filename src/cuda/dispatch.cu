@@ -87,10 +87,10 @@ int env_int(const char* name, int fallback) {
   return x > 0 ? x : fallback;
 }
 
-// A switch that is on unless the variable is "0".
-bool env_on(const char* name) {
+// A switch that is off unless the variable is "1".
+bool env_is_1(const char* name) {
   const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 }  // namespace
@@ -210,7 +210,9 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.window_kv_offsets = pb.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
   p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
   // (bases are 16-byte aligned: validate.cpp)
-  static const bool pairs_env = env_on("FLASHVERIFY_FP8_PAIRS");  // FLASHVERIFY_FP8_PAIRS=0: benchmark A/B
+  // 16-byte fp8 pair copies are opt-in (FLASHVERIFY_FP8_PAIRS=1): with the cvt widening they measured 1.4%
+  // slower than 8-byte copies on GQA 32/8 B=16 (bench/NOTES.md v8)
+  static const bool pairs_env = env_is_1("FLASHVERIFY_FP8_PAIRS");
   p.kv8_pairs = pairs_env && p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && a.k_pool_stride_head % 16 == 0 &&
                 a.v_pool_stride_slot % 16 == 0 && a.v_pool_stride_head % 16 == 0;
   p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f || p.kv_fp8;

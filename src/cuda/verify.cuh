@@ -114,11 +114,12 @@ struct Verify {
   static_assert(V_IN_K || (int(KCopy::TPR) == int(VCopy::TPR)), "K and V copies share the row mapping");
 
   // KV8 choices (bench/NOTES.md, v8):
-  // - pairs: in 128-thread tiles (room below their 255-register cap) whose threads take an even number of
-  //   chunks a row, and when the pools' strides are multiples of 16 bytes (p.kv8_pairs), a thread copies
-  //   16 fp8 bytes (two chunks) with one 16-byte cp.async into the second chunk's slot and widens them into
-  //   both slots; otherwise 8 bytes a chunk go into the second half of the chunk's own slot (pairs pushed
-  //   the 128-register GQA tiles from ~36 to ~80 bytes of spill).
+  // - pairs (opt-in, p.kv8_pairs: FLASHVERIFY_FP8_PAIRS=1 and pool strides multiples of 16 bytes): in
+  //   128-thread tiles (room below their 255-register cap) whose threads take an even number of chunks a
+  //   row, a thread copies 16 fp8 bytes (two chunks) with one 16-byte cp.async into the second chunk's slot
+  //   and widens them into both slots; otherwise 8 bytes a chunk go into the second half of the chunk's own
+  //   slot. Measured 1.4% slower than the 8-byte copies on GQA 32/8 B=16 (so off by default); in the
+  //   128-register GQA tiles they raised spills from ~36 to ~80 bytes, so those never use them.
   // - early widening (compute-bound MLA tiles): the next step's rows are widened in the middle of this
   //   step's P V product, so that the conversion overlaps the tensor cores instead of sitting between the
   //   copy's arrival and the step's first barrier.
