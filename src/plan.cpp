@@ -70,9 +70,12 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
   switch (p.head_dim_qk) {
     case 64: cfg = &kTileConfigs[kGqa64]; break;
     case 128:
-      // a 32-row tile when every request's rows (group x drafts) fit in it, with 3 stages where it fits
+      // a 32-row tile when every request's rows (group x drafts) fit in it, with 3 stages where it fits and
+      // the caller did not ask for the 99 KB configurations
       if ((p.num_q_heads / p.num_kv_heads) * p.max_draft <= 32)
-        cfg = &kTileConfigs[fits(kTileConfigs[kGqa128Bm32S3], props) ? kGqa128Bm32S3 : kGqa128Bm32];
+        cfg = &kTileConfigs[p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqa128Bm32S3], props)
+                                ? kGqa128Bm32S3
+                                : kGqa128Bm32];
       else
         cfg = &kTileConfigs[kGqa128];
       break;
@@ -138,13 +141,15 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   }();
   plan->inline_plan = inline_allowed && p.batch_size >= 1 && p.batch_size <= kInlinePlanMaxBatch &&
                       p.mask_kind != FV_MASK_PARENTS;
-  // sm_90+: the combine launches as a programmatic dependent of the verify kernel, so its launch and block
-  // scheduling overlap the verify grid's tail; FLASHVERIFY_PDL=0 turns that off (benchmark A/B).
+  // sm_90 - sm_11x: the combine launches as a programmatic dependent of the verify kernel, so its launch and
+  // block scheduling overlap the verify grid's tail; only where the loaded combine kernel waits for it
+  // (props.combine_waits). Not on sm_120 until it has been run there. FLASHVERIFY_PDL=0 turns it off.
   static const bool pdl_allowed = [] {
     const char* v = std::getenv("FLASHVERIFY_PDL");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
-  plan->pdl = pdl_allowed && props.cc_major >= 9 && p.device == FV_DEVICE_CUDA;
+  plan->pdl = pdl_allowed && props.cc_major >= 9 && props.cc_major < 12 && props.combine_waits &&
+              p.device == FV_DEVICE_CUDA;
   if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)
     plan->mask_words = static_cast<int>(ceil_div(p.max_draft, 32));
 

@@ -16,6 +16,9 @@ struct DeviceProps {
   int max_smem_per_block = 0;  // opt-in maximum (cudaDevAttrMaxSharedMemoryPerBlockOptin)
   int max_smem_per_sm = 0;
   int cc_major = 0, cc_minor = 0;
+  // the combine kernel loaded for this device was compiled for sm_90+ (it holds griddepcontrol.wait): a
+  // build with only older PTX, JIT-compiled on a newer GPU, must not be launched as a programmatic dependent
+  bool combine_waits = false;
 };
 
 // Layout of the scheduler's output at the head of the workspace (int32 words).
@@ -42,7 +45,7 @@ struct Plan {
   int64_t max_slots = 0;         // partial (o, lse) states the workspace holds
   int mask_words = 0;            // uint32 words per converted mask row (0: no conversion)
   bool inline_plan = false;      // no prepare kernel: the verify kernel plans (and reads byte masks directly)
-  bool pdl = false;              // the combine is a programmatic dependent launch of the verify kernel (sm_90+)
+  bool pdl = false;              // the combine is a programmatic dependent launch of the verify kernel
   // workspace layout, bytes from its start
   std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;
 };

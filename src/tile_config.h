@@ -60,8 +60,10 @@ enum ConfigId {
 //   small tree is memory-bound: the pipeline is 4 stages deep so that 3 steps of K/V are in flight per
 //   CTA (2 CTAs a multiprocessor), which 99 KB allows for d128 only with 32-key steps.
 // - GQA d128 with group x drafts <= 32: a 32-row tile (half the MMA work of 64 rows); 3 stages where the
-//   GPU has the shared memory (sm_90 / sm_100), 2 elsewhere. min_part_cost 2 for the d128 tiles: GQA 8/1
-//   b1 24.4 us vs 26.9 at 4 (bench/NOTES.md v8).
+//   GPU has the shared memory (sm_90 / sm_100; not under FV_PROFILE_SMALL_SMEM), 2 elsewhere.
+//   min_part_cost 2 for the 64- and 32-row d128 tiles (the bn32 tuning tile keeps 8): measured on the
+//   64-row tile, GQA 8/1 b1 24.4 us vs 26.9 at 4 (bench/NOTES.md v8); the 32-row tiles take the same
+//   value unmeasured at batch 1.
 constexpr TileConfig kTileConfigs[kNumConfigs] = {
     {kMlaLarge, "mla576_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
     {kMlaSmall, "mla576_bm32_bn16_s3", 32, 16, 576, 512, 2, 2, 1, 4, 3, true, 1, false, 2, 6},

@@ -337,7 +337,8 @@ def verify_attention(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, 
                  float(1.0 if k_scale is None else k_scale), float(1.0 if v_scale is None else v_scale))
     if not torch.compiler.is_compiling():
         # eager (also under CUDA-graph capture): check shapes and dtypes once and launch; wrong inputs raise
-        # here, before anything is queued
+        # here, before anything is queued. (Not through the dispatcher: profilers see the kernels, not the
+        # op, and the version counters of out / lse are not bumped.)
         run_on_tensors(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices, custom_mask,
                        mask_indptr, mask_bits, parents, page_table, out, lse, ws, *scalars, sinks,
                        window_kv_offsets, *modifiers, bool(check_indices))

@@ -63,7 +63,9 @@ cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, 
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, combine_kernel<T, DV>, p);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, combine_kernel<T, DV>, p);
+  if (err != cudaSuccess) cudaGetLastError();  // do not leave it for the next call to report
+  return err;
 }
 
 // pdl: a programmatic dependent launch (Plan::pdl; the kernel waits for the verify grid itself)
@@ -137,6 +139,15 @@ fv_status cuda_current_device(DeviceProps* out) {
   if (p.cc_major < 8)
     return fail(FV_ERR_NO_DEVICE, "CUDA device %d is sm_%d%d; flashverify needs sm_80 or newer", dev, p.cc_major,
                 p.cc_minor);
+  // which binary the device loaded for the combine kernels (all built from this file for the same
+  // architectures): griddepcontrol.wait is compiled in from sm_90 on
+  cudaFuncAttributes fa{};
+  if (cudaFuncGetAttributes(&fa, combine_kernel<__nv_bfloat16, 128>) == cudaSuccess) {
+    p.combine_waits = fa.binaryVersion >= 90;
+  } else {
+    cudaGetLastError();
+    p.combine_waits = false;
+  }
   if (dev >= 0 && dev < kMaxDevices) {
     cache[dev] = p;
     cached[dev] = true;

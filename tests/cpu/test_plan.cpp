@@ -112,9 +112,29 @@ TEST(Plan, GqaD128TileChoice) {
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);  // 99 KB: 2 stages
   ASSERT_EQ(fv::make_plan(g, kA100, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);  // sm_80: the large-tile bodies are not compiled for it
+  g.profile = FV_PROFILE_SMALL_SMEM;         // the 99 KB configurations on any GPU
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
+  g.profile = FV_PROFILE_AUTO;
   g.num_q_heads = 64;                        // 8 x 8 = 64 rows
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+}
+
+TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
+  fv::Plan plan;
+  const fv_problem p = mla_problem(16, 8, 1);
+  fv::DeviceProps h200 = kH200, sm120 = kSm120, a100 = kA100;
+  h200.combine_waits = sm120.combine_waits = a100.combine_waits = true;
+  ASSERT_EQ(fv::make_plan(p, h200, &plan), FV_OK);
+  EXPECT_TRUE(plan.pdl);
+  ASSERT_EQ(fv::make_plan(p, sm120, &plan), FV_OK);
+  EXPECT_FALSE(plan.pdl);  // not run on sm_120 yet
+  ASSERT_EQ(fv::make_plan(p, a100, &plan), FV_OK);
+  EXPECT_FALSE(plan.pdl);
+  h200.combine_waits = false;  // e.g. a build with only sm_80 PTX, JIT-compiled on the H200
+  ASSERT_EQ(fv::make_plan(p, h200, &plan), FV_OK);
+  EXPECT_FALSE(plan.pdl);
 }
 
 TEST(Plan, SplitCountsFollowTheGrid) {
