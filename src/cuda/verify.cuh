@@ -270,32 +270,18 @@ struct Verify {
       bool pairs = false;
       if constexpr (kFp8Pairs) pairs = p.kv8_pairs;
       if (pairs) {
-        if constexpr (kWidenUnroll) {
-#pragma unroll
-          for (int c = 0; c < KCopy::CPT / 2; ++c) {
-            const int pair = c0 + c * KCopy::TPR;
-            widen_pair(kb + swizzle<QCH>(row, 2 * pair), kb + swizzle<QCH>(row, 2 * pair + 1));
-          }
-        } else {
-#pragma unroll 1
-          for (int c = 0; c < KCopy::CPT / 2; ++c) {
-            const int pair = c0 + c * KCopy::TPR;
-            widen_pair(kb + swizzle<QCH>(row, 2 * pair), kb + swizzle<QCH>(row, 2 * pair + 1));
-          }
+        // unrolled where the register budget allows it
+        constexpr int KU = kWidenUnroll ? KCopy::CPT / 2 : 1, VU = kWidenUnroll ? VCopy::CPT / 2 : 1;
+#pragma unroll KU
+        for (int c = 0; c < KCopy::CPT / 2; ++c) {
+          const int pair = c0 + c * KCopy::TPR;
+          widen_pair(kb + swizzle<QCH>(row, 2 * pair), kb + swizzle<QCH>(row, 2 * pair + 1));
         }
         if constexpr (!V_IN_K) {
-          if constexpr (kWidenUnroll) {
-#pragma unroll
-            for (int c = 0; c < VCopy::CPT / 2; ++c) {
-              const int pair = c0 + c * VCopy::TPR;
-              widen_pair(vb + swizzle<VCH>(row, 2 * pair), vb + swizzle<VCH>(row, 2 * pair + 1));
-            }
-          } else {
-#pragma unroll 1
-            for (int c = 0; c < VCopy::CPT / 2; ++c) {
-              const int pair = c0 + c * VCopy::TPR;
-              widen_pair(vb + swizzle<VCH>(row, 2 * pair), vb + swizzle<VCH>(row, 2 * pair + 1));
-            }
+#pragma unroll VU
+          for (int c = 0; c < VCopy::CPT / 2; ++c) {
+            const int pair = c0 + c * VCopy::TPR;
+            widen_pair(vb + swizzle<VCH>(row, 2 * pair), vb + swizzle<VCH>(row, 2 * pair + 1));
           }
         }
       } else {
