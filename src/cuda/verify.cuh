@@ -470,14 +470,16 @@ struct Verify {
       const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end
       const bool all_prefix = !tail;
       float mx_a = -INFINITY, mx_b = -INFINITY;
-      if (!MODS && !tail) {
-        // a step of prefix keys only: one scale, no per-element tests (written as its own branch: with the
-        // tail test inside the element loop the compiler kept the position arithmetic in the hot path,
-        // bench/NOTES.md v8)
+      if (MODS ? uniform_step(p, s, step, tail, tok_max) : !tail) {
+        // a step of prefix keys only, and (MODS) no window boundary, cap or temperature: one uniform scale
+        // (MODS: k_scale folded in), no per-element tests. Written as its own branch: with the tail test
+        // inside the element loop the compiler kept the position arithmetic in the hot path (bench/NOTES.md
+        // v8).
+        const float scale = MODS ? p.scale_log2_prefix : p.scale_log2;
 #pragma unroll
         for (int nt = 0; nt < S_NT; ++nt) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[nt][e] *= p.scale_log2;
+          for (int e = 0; e < 4; ++e) acc[nt][e] *= scale;
           mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
           mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
         }
@@ -494,16 +496,6 @@ struct Verify {
             else if (pos >= s.plen && (tok >= s.n || !tree_visible(p, s, tok, pos - s.plen))) v = -INFINITY;
             acc[nt][e] = v;
           }
-          mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
-          mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
-        }
-      } else if (uniform_step(p, s, step, tail, tok_max)) {
-        // every key of this step is a prefix key that no window hides from any row of the tile, and there is
-        // no cap or temperature: one uniform scale (k_scale and log2(e) folded in), no per-element work
-#pragma unroll
-        for (int nt = 0; nt < S_NT; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[nt][e] *= p.scale_log2_prefix;
           mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
           mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
         }
