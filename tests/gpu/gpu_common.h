@@ -34,4 +34,15 @@ inline bool check_against_oracle(const fvt::HostProblem& hp, const fvt::Referenc
   return c.nan_count == 0 && c.rel_l2 <= kMaxRelL2 && c.lse_bad == 0 && c.lse_max_abs <= kMaxLseAbs;
 }
 
+// Downloads the outputs `dp` holds for problem `hp` (the one it was built with or last uploaded) and checks
+// them against `hp`'s float64 oracle. Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+inline void check_device_outputs(const fvt::HostProblem& hp, const fvt::DeviceProblem& dp, const std::string& label,
+                                 fvt::Comparison* out_cmp) {
+  fvt::Reference ref;
+  ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+  fvt::GpuRun r;
+  ASSERT_TRUE(dp.download(&r.out, &r.lse, nullptr, &hp)) << dp.error();
+  check_against_oracle(hp, ref, r, label.c_str(), out_cmp);
+}
+
 }  // namespace fvg
