@@ -27,6 +27,12 @@ int estimate_ctas_per_sm(const TileConfig& cfg, const DeviceProps& props) {
   return std::max(1, std::min({by_smem, by_threads, std::max(1, by_regs)}));
 }
 
+// A tuning switch that is on unless the environment variable is "0" (read once by each caller).
+bool env_on_unless_0(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 bool fits(const TileConfig& c, const DeviceProps& props) {
   if (static_cast<std::size_t>(props.max_smem_per_block) < c.smem_bytes()) return false;
   return !c.large_smem || (props.cc_major >= 9 && props.cc_major < 12);
@@ -135,19 +141,13 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   plan->max_slots = parts > 1 ? std::min<int64_t>(2 * (parts - 1), int64_t(p.batch_size) + parts - 1) : 0;
   // Small batches skip the prepare kernel (one launch less: ~3-4 us at batch 1); FLASHVERIFY_INLINE_PLAN=0
   // turns that off (benchmark A/B).
-  static const bool inline_allowed = [] {
-    const char* v = std::getenv("FLASHVERIFY_INLINE_PLAN");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool inline_allowed = env_on_unless_0("FLASHVERIFY_INLINE_PLAN");
   plan->inline_plan = inline_allowed && p.batch_size >= 1 && p.batch_size <= kInlinePlanMaxBatch &&
                       p.mask_kind != FV_MASK_PARENTS;
   // sm_90 - sm_11x: the combine launches as a programmatic dependent of the verify kernel, so its launch and
   // block scheduling overlap the verify grid's tail; only where the loaded combine kernel waits for it
   // (props.combine_waits). Not on sm_120 until it has been run there. FLASHVERIFY_PDL=0 turns it off.
-  static const bool pdl_allowed = [] {
-    const char* v = std::getenv("FLASHVERIFY_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool pdl_allowed = env_on_unless_0("FLASHVERIFY_PDL");
   plan->pdl = pdl_allowed && props.cc_major >= 9 && props.cc_major < 12 && props.combine_waits &&
               p.device == FV_DEVICE_CUDA;
   if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)

@@ -220,9 +220,9 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.sinks = a.sinks;
   p.window_kv_offsets = pb.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
   p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
-  // (bases are 16-byte aligned: validate.cpp)
   // 16-byte fp8 pair copies are opt-in (FLASHVERIFY_FP8_PAIRS=1): with the cvt widening they measured 1.4%
-  // slower than 8-byte copies on GQA 32/8 B=16 (bench/NOTES.md v8)
+  // slower than 8-byte copies on GQA 32/8 B=16 (bench/NOTES.md v8). They need every pool stride a multiple
+  // of 16 bytes (the bases are 16-byte aligned: validate.cpp).
   static const bool pairs_env = env_is_1("FLASHVERIFY_FP8_PAIRS");
   p.kv8_pairs = pairs_env && p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && a.k_pool_stride_head % 16 == 0 &&
                 a.v_pool_stride_slot % 16 == 0 && a.v_pool_stride_head % 16 == 0;
