@@ -220,12 +220,14 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.sinks = a.sinks;
   p.window_kv_offsets = pb.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
   p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
-  // 16-byte fp8 pair copies are opt-in (FLASHVERIFY_FP8_PAIRS=1): with the cvt widening they measured 1.4%
-  // slower than 8-byte copies on GQA 32/8 B=16 (bench/NOTES.md v8). They need every pool stride a multiple
-  // of 16 bytes (the bases are 16-byte aligned: validate.cpp).
+  // fp8 rows may be copied 16 bytes at a time when every pool stride is a multiple of 16 bytes (the bases
+  // are 16-byte aligned: validate.cpp); otherwise 8 bytes at a time. In the tiles that widen fp8 rows in
+  // shared memory (MLA, and GQA tiles without in-register widening) 16-byte pair copies are opt-in
+  // (FLASHVERIFY_FP8_PAIRS=1): they measured 1.4% slower than 8-byte copies on GQA 32/8 B=16 (bench/NOTES.md v8).
   static const bool pairs_env = env_is_1("FLASHVERIFY_FP8_PAIRS");
-  p.kv8_pairs = pairs_env && p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && a.k_pool_stride_head % 16 == 0 &&
-                a.v_pool_stride_slot % 16 == 0 && a.v_pool_stride_head % 16 == 0;
+  p.kv8_a16 = p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && a.k_pool_stride_head % 16 == 0 &&
+              a.v_pool_stride_slot % 16 == 0 && a.v_pool_stride_head % 16 == 0;
+  p.kv8_pairs = pairs_env && p.kv8_a16;
   p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f || p.kv_fp8;
 
   uint8_t* ws = static_cast<uint8_t*>(workspace);

@@ -102,6 +102,40 @@ __device__ __forceinline__ void e4m3x4_to(uint32_t w, uint32_t& lo, uint32_t& hi
   }
 }
 
+// Byte permute: result byte i = byte sel[4i+3:4i] of {b, a} (a = bytes 0-3, b = bytes 4-7).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+// Four fp8 e4m3 values x0..x3 (one 32-bit word, x0 the low byte) -> the T pairs (x0, x2) and (x1, x3): the
+// order in which the verify kernel's in-register fp8 fragments are laid out (verify.cuh, kFrag8).
+// bf16: integer bit moves and one bf16 multiply a pair, no conversion-pipe instruction: the sign and the
+// 7 exponent-mantissa bits go to their bf16 places, which reads the value as 2^-120 times itself (e4m3's
+// exponent bias is 7, bf16's 127); one fma by 2^120 restores it exactly, subnormals included. An e4m3 NaN
+// code (S.1111.111) becomes +-480 on this path: flashverify does not propagate NaN out of fp8 caches on bf16
+// models (flashverify.h, fv_problem.kv_dtype). fp16: one byte permute and the hardware e4m3x2 -> f16x2 conversion (sm_89+), exact,
+// NaN kept.
+template <class T>
+__device__ __forceinline__ void e4m3x4_frag(uint32_t w, uint32_t& even, uint32_t& odd);
+template <>
+__device__ __forceinline__ void e4m3x4_frag<__nv_bfloat16>(uint32_t w, uint32_t& even, uint32_t& odd) {
+  const uint32_t s = w << 8;
+  const uint32_t o = (w & 0x80008000u) | ((w & 0x7f007f00u) >> 4);
+  const uint32_t e = (s & 0x80008000u) | ((s & 0x7f007f00u) >> 4);
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(odd) : "r"(o), "r"(0x7b807b80u), "r"(0x80008000u));
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(even) : "r"(e), "r"(0x7b807b80u), "r"(0x80008000u));
+}
+template <>
+__device__ __forceinline__ void e4m3x4_frag<__half>(uint32_t w, uint32_t& even, uint32_t& odd) {
+  const uint32_t r = prmt(w, 0u, 0x3120u);  // bytes x0 x2 x1 x3
+  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(r & 0xffffu), __NV_E4M3);
+  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(r >> 16), __NV_E4M3);
+  even = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+  odd = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
+}
+
 // Programmatic dependent launch (sm_90+). The primary grid lets its dependent grid be scheduled; the
 // dependent waits until the primary grid has completed and its writes are visible. Both are no-ops on
 // older architectures and when the launch carried no programmatic edge.
@@ -114,6 +148,14 @@ __device__ __forceinline__ void pdl_wait_primary() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+}
+
+// 2^x for the softmax numerators: the MUFU instruction alone (flushes results below 2^-126 to 0, which
+// no row sum can notice) instead of exp2f's denormal-range fix-up around it
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 template <class T>

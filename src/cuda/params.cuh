@@ -53,7 +53,7 @@ struct VerifyParams {
   const float* sinks;                 // [Hq] natural-log units, or null
   const int32_t* window_kv_offsets;   // [B] (byte mask), or null
   int kv_fp8;                         // the pools hold fp8 e4m3 bytes (the KV8 instantiation)
-  int kv8_pairs;                      // fp8 pool strides are multiples of 16 bytes: 16-byte copies allowed
+  int kv8_pairs;                      // kv8_a16 and FLASHVERIFY_FP8_PAIRS=1: pair copies in the widening tiles
 
   int inline_plan;   // no prepare kernel ran: every verify CTA plans for itself, CTA (0,0,0) publishes it
   int bytes_direct;  // the byte mask is read in place (no converted bits)
@@ -64,6 +64,8 @@ struct VerifyParams {
   int overhead, min_part_cost, block_n;
   float* part_lse;      // [slots, max_draft, Hq], log2 domain
   float* part_o;        // [slots, max_draft, Hq, Dv], normalised
+
+  int kv8_a16;  // fp8 pool strides are multiples of 16 bytes: 16-byte copies allowed
 };
 
 template <bool I64>

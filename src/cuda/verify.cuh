@@ -93,7 +93,15 @@ template <int CFG, class T, bool MODS, bool KV8>
 struct Verify {
   static constexpr TileConfig C = kTileConfigs[CFG];
   static constexpr int BM = C.bm, BN = C.bn, DQK = C.dqk, DV = C.dv;
-  static constexpr int WM = C.wm, WN = C.wn, WOM = C.wom, WON = C.won, STAGES = C.stages;
+  static constexpr int WM = C.wm, WN = C.wn, STAGES = C.stages;
+  // fp8 tiles that widen in registers (kFrag8, below) take an O grid of 32-column warp tiles: each warp
+  // widens the V columns it multiplies, so fewer warp rows means fewer conversions of the same V bytes
+  // (128-thread tiles only: the 256-thread tiles run at their 128-register cap, where the widening spilled
+  // and GQA 8/1 batch 1 measured 27.6 us against 24.6 with the shared-memory widening)
+  static constexpr bool kFrag8Shape = KV8 && !C.v_in_k && C.wm * C.wn == 4 && C.bn / C.wn == 32 && C.dqk >= 128 &&
+                                      C.dv >= 128 && C.dv % 32 == 0 && (C.wm * C.wn) % (C.dv / 32) == 0;
+  static constexpr int WOM = kFrag8Shape ? C.wm * C.wn / (C.dv / 32) : C.wom;
+  static constexpr int WON = kFrag8Shape ? C.dv / 32 : C.won;
   static constexpr bool V_IN_K = C.v_in_k;
   static constexpr int THREADS = C.threads();
   static constexpr int QCH = DQK / 8, VCH = DV / 8, PCH = BN / 8;
@@ -124,7 +132,27 @@ struct Verify {
   //   step's P V product, so that the conversion overlaps the tensor cores instead of sitting between the
   //   copy's arrival and the step's first barrier.
   // - unrolled widening where the register budget allows it (128-thread tiles of the GQA kind).
-  static constexpr bool kFp8Pairs = KV8 && KCopy::CPT % 2 == 0 && (V_IN_K || VCopy::CPT % 2 == 0) && THREADS <= 128;
+  // - in-register widening (kFrag8: the GQA tiles whose S warps hold 4 key n-tiles and whose fp8 rows split
+  //   evenly over the copying threads): a step of prefix keys only ("compact" step) keeps the fp8 bytes in
+  //   shared memory, rows of DQK (DV) bytes copied 16 bytes at a time, and the fragment loads widen them in
+  //   registers: K fragments are read with ldmatrix as if the bytes were 16-bit pairs (a lane gets 4 bytes of
+  //   one key row: 4 consecutive d), V fragments with ldmatrix.trans (a lane gets a 2 x 2 block: 2 keys x 2
+  //   consecutive d). Both become MMA operands with two conversions (e4m3x4_frag: pairs (x0, x2), (x1, x3)) if
+  //   the S product's k order is permuted within every 16 d (Q is permuted once in shared memory: slot 2t <-
+  //   d 4t, 2t+1 <- 4t+2, 2t+8 <- 4t+1, 2t+9 <- 4t+3) and the O accumulator's columns are split into
+  //   even-d and odd-d n-tiles (tile 2s holds d 16s + 2n, tile 2s+1 d 16s + 2n + 1). No widening pass, no
+  //   shared-memory write-back, no conversion between the copy's arrival and the step's barrier. The step that
+  //   reaches the draft tokens (bf16 / fp16 rows) is widened in shared memory as before and read with plain
+  //   loads in the same permuted orders.
+  static constexpr int QCH8 = DQK / 16, VCH8 = DV / 16;  // 16-byte chunks of an fp8 row
+  static constexpr bool kFrag8 = kFrag8Shape && S_NT == 4 && QCH8 >= 8 && VCH8 >= 8 &&
+                                 QCH8 % KCopy::TPR == 0 && VCH8 % VCopy::TPR == 0 && ON % 32 == 0;
+  using KCopy8 = TileCopy<BN, kFrag8 ? QCH8 : QCH, THREADS>;
+  using VCopy8 = TileCopy<BN, kFrag8 ? VCH8 : VCH, THREADS>;
+  static_assert(!kFrag8 || (int(KCopy8::TPR) == int(KCopy::TPR) && int(VCopy8::TPR) == int(KCopy::TPR)),
+                "compact fp8 copies use the row mapping of fetch_rows");
+  static constexpr bool kFp8Pairs =
+      KV8 && !kFrag8 && KCopy::CPT % 2 == 0 && (V_IN_K || VCopy::CPT % 2 == 0) && THREADS <= 128;
   static constexpr bool kWidenEarly = KV8 && V_IN_K;
   static constexpr bool kWidenUnroll = KV8 && !V_IN_K && THREADS <= 128;
 
@@ -166,8 +194,9 @@ struct Verify {
     }
   }
 
+  // compact (kFrag8, a step of prefix keys only): the fp8 rows are copied as they are, DQK (DV) bytes a row
   __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, int hk,
-                                    uint8_t* smem, int stage) {
+                                    uint8_t* smem, int stage, bool compact) {
     const int r0 = threadIdx.x / KCopy::TPR, c0 = threadIdx.x % KCopy::TPR;
     const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
     const uint32_t v_base = smem_addr(smem + OFF_V + stage * C.v_stage_bytes());
@@ -195,6 +224,27 @@ struct Verify {
         ksrc = static_cast<const T*>(p.k_draft) + tok * p.k_draft_stride_token + hk * p.k_draft_stride_head;
         vsrc = static_cast<const T*>(p.v_draft) + tok * p.v_draft_stride_token + hk * p.v_draft_stride_head;
         bytes = 16;
+      }
+      if (kFrag8 && compact) {
+        auto copy16 = [&](uint32_t dst, const uint8_t* src) {
+          if (p.kv8_a16) {
+            cp_async_16(dst, src, 16);
+          } else {
+            cp_async_8(dst, src, 8);
+            cp_async_8(dst + 8, src + 8, 8);
+          }
+        };
+#pragma unroll
+        for (int c = 0; c < KCopy8::CPT; ++c) {
+          const int chunk = c0 + c * KCopy8::TPR;
+          copy16(k_base + swizzle<QCH8>(row, chunk), k8 + chunk * 16);
+        }
+#pragma unroll
+        for (int c = 0; c < VCopy8::CPT; ++c) {
+          const int chunk = c0 + c * VCopy8::TPR;
+          copy16(v_base + swizzle<VCH8>(row, chunk), v8 + chunk * 16);
+        }
+        continue;
       }
       if (KV8 && k8 != nullptr && kFp8Pairs && p.kv8_pairs) {
 #pragma unroll
@@ -297,25 +347,60 @@ struct Verify {
     }
   }
 
+  // kFrag8: Q is copied a 16-element group (two chunks) a thread, so that each thread can permute the groups
+  // it copied as soon as its own copies have landed (permute_q)
+  static constexpr int QGROUPS = BM * QCH / 2;
+  static_assert(!kFrag8 || QGROUPS % THREADS == 0, "Q groups per thread");
+  __device__ static const T* q_row_src(const VerifyParams& p, const Seg& s, int m_tile, int hk, int row, int& bytes) {
+    const int r = m_tile * BM + row;
+    const T* src = static_cast<const T*>(p.q);
+    bytes = 0;
+    if (r < s.rows) {
+      const int i = r / p.group, j = r - i * p.group;
+      src += (s.qo0 + i) * p.q_stride_token + int64_t(hk * p.group + j) * p.q_stride_head;
+      bytes = 16;
+    }
+    return src;
+  }
+
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, int hk, uint8_t* smem) {
     const int r0 = threadIdx.x / QCopy::TPR, c0 = threadIdx.x % QCopy::TPR;
     const uint32_t q_base = smem_addr(smem + OFF_Q);
+    if constexpr (kFrag8) {
 #pragma unroll
-    for (int pass = 0; pass < QCopy::PASSES; ++pass) {
-      const int row = r0 + pass * QCopy::RP;
-      const int r = m_tile * BM + row;
-      const T* src = static_cast<const T*>(p.q);
-      int bytes = 0;
-      if (r < s.rows) {
-        const int i = r / p.group, j = r - i * p.group;
-        src += (s.qo0 + i) * p.q_stride_token + int64_t(hk * p.group + j) * p.q_stride_head;
-        bytes = 16;
+      for (int i = 0; i < QGROUPS / THREADS; ++i) {
+        const int gi = threadIdx.x + i * THREADS, row = gi / (QCH / 2), grp = gi % (QCH / 2);
+        int bytes;
+        const T* src = q_row_src(p, s, m_tile, hk, row, bytes);
+        cp_async_16(q_base + swizzle<QCH>(row, 2 * grp), src + 16 * grp, bytes);
+        cp_async_16(q_base + swizzle<QCH>(row, 2 * grp + 1), src + 16 * grp + 8, bytes);
       }
+    } else {
 #pragma unroll
-      for (int c = 0; c < QCopy::CPT; ++c) {
-        const int chunk = c0 + c * QCopy::TPR;
-        cp_async_16(q_base + swizzle<QCH>(row, chunk), src + chunk * 8, bytes);
+      for (int pass = 0; pass < QCopy::PASSES; ++pass) {
+        const int row = r0 + pass * QCopy::RP;
+        int bytes;
+        const T* src = q_row_src(p, s, m_tile, hk, row, bytes);
+#pragma unroll
+        for (int c = 0; c < QCopy::CPT; ++c) {
+          const int chunk = c0 + c * QCopy::TPR;
+          cp_async_16(q_base + swizzle<QCH>(row, chunk), src + chunk * 8, bytes);
+        }
       }
+    }
+  }
+
+  // kFrag8: permute the Q groups this thread copied (its copies have landed) into the S product's k order:
+  // within every 16 d, slot pair t (slots 2t, 2t+1) <- (d 4t, 4t+2), slot pair 4 + t <- (d 4t+1, 4t+3)
+  __device__ static void permute_q(uint8_t* smem) {
+#pragma unroll
+    for (int i = 0; i < QGROUPS / THREADS; ++i) {
+      const int gi = threadIdx.x + i * THREADS, row = gi / (QCH / 2), grp = gi % (QCH / 2);
+      uint4* lo = reinterpret_cast<uint4*>(smem + OFF_Q + swizzle<QCH>(row, 2 * grp));
+      uint4* hi = reinterpret_cast<uint4*>(smem + OFF_Q + swizzle<QCH>(row, 2 * grp + 1));
+      const uint4 x = *lo, y = *hi;
+      *lo = make_uint4(prmt(x.x, x.y, 0x5410u), prmt(x.z, x.w, 0x5410u), prmt(y.x, y.y, 0x5410u), prmt(y.z, y.w, 0x5410u));
+      *hi = make_uint4(prmt(x.x, x.y, 0x7632u), prmt(x.z, x.w, 0x7632u), prmt(y.x, y.y, 0x7632u), prmt(y.z, y.w, 0x7632u));
     }
   }
 
@@ -326,6 +411,9 @@ struct Verify {
     return p.window <= 0 || step * BN >= s.plen + tok_max - p.window;
   }
 
+  // kFrag8: is `step` a step of prefix keys only (its rows are copied compact, as fp8 bytes)?
+  __device__ static bool compact_step(const Seg& s, int step) { return kFrag8 && (step + 1) * BN <= s.plen; }
+
   // Is draft j visible to draft i of the segment's request? (i, j < n)
   __device__ static bool tree_visible(const VerifyParams& p, const Seg& s, int i, int j) {
     if (p.mask_kind == FV_MASK_CAUSAL) return j <= i;
@@ -335,6 +423,22 @@ struct Verify {
     const int64_t row = p.mask_kind == FV_MASK_BITS ? s.qo0 + i : int64_t(s.b) * p.max_draft + i;
     const uint32_t word = __ldg(p.mask_bits + row * p.mask_bits_stride + (j >> 5));
     return (word >> (j & 31)) & 1u;
+  }
+
+  // The accumulator pair that output pair `nt` of a row half holds, and its column within the warp's ON
+  // columns. Natural layout: n-tile nt, columns 8nt + 2t4, +1. kFrag8: n-tiles 2sc / 2sc + 1 hold the even /
+  // odd d of chunk sc, so a lane holds d 16sc + 4t4 .. +3: pair nt = 2sc + par is d 16sc + 4t4 + 2par, +1.
+  __device__ static int out_pair(const float (&om)[O_NT][4], int nt, int half, int t4, float& x, float& y) {
+    if constexpr (kFrag8) {
+      const int sc2 = nt & ~1, par = nt & 1;
+      x = om[sc2][2 * half + par];
+      y = om[sc2 + 1][2 * half + par];
+      return 8 * sc2 + 4 * t4 + 2 * par;
+    } else {
+      x = om[nt][2 * half];
+      y = om[nt][2 * half + 1];
+      return 8 * nt + 2 * t4;
+    }
   }
 
   __device__ static void run_segment(const VerifyParams& p, const Seg& s, int m_tile, int hk, int split,
@@ -357,7 +461,7 @@ struct Verify {
     for (int st = 0; st < STAGES - 1; ++st) {
       if (s.k_begin + st < s.k_end) {
         fetch_rows(p, s, s.k_begin + st, ri);
-        issue_rows(p, s, s.k_begin + st, ri, hk, smem, st);
+        issue_rows(p, s, s.k_begin + st, ri, hk, smem, st, compact_step(s, s.k_begin + st));
       }
       cp_async_commit();
     }
@@ -399,6 +503,15 @@ struct Verify {
       const int chunk = (on * ON) / 8 + 2 * np + (lane >> 4);
       v_col_off[np] = swizzle<VROW_CHUNKS>(v_row, chunk) - v_row * VROW_CHUNKS * 16;
     }
+    // kFrag8, compact steps: K lane L reads key row wn*SN + L (n-tile L / 8), 16-byte chunk kk of the fp8 row;
+    // V lanes read the fp8 rows v_row, chunks on*ON/16 + 2cp + (lane >> 4)
+    const int k8_row = wn * SN + lane;
+    const uint32_t k8_row_off = k8_row * QCH8 * 16;
+    const uint32_t v8_row_off = v_row * VCH8 * 16;
+    uint32_t v8_col_off[kFrag8 ? ON / 32 : 1];
+#pragma unroll
+    for (int cp = 0; cp < (kFrag8 ? ON / 32 : 1); ++cp)
+      v8_col_off[cp] = swizzle<VCH8>(v_row, on * ON / 16 + 2 * cp + (lane >> 4)) - v8_row_off;
     float o[O_MT][O_NT][4];
 #pragma unroll
     for (int mt = 0; mt < O_MT; ++mt)
@@ -410,9 +523,13 @@ struct Verify {
     for (int step = s.k_begin; step < s.k_end; ++step) {
       const int it = step - s.k_begin;
       const int stage = it % STAGES;
+      const bool compact = compact_step(s, step);
       cp_async_wait<STAGES - 2>();
       // (early widening: the previous step widened this one, except for the segment's first step)
-      if constexpr (KV8) {
+      if constexpr (kFrag8) {
+        if (it == 0) permute_q(smem);
+        if (!compact) widen_fp8(p, s, step, smem, stage);
+      } else if constexpr (KV8) {
         if (!kWidenEarly || it == 0) widen_fp8(p, s, step, smem, stage);
       }
       __syncthreads();  // (W) step's tiles visible to all; every warp finished the previous step's P V
@@ -421,7 +538,7 @@ struct Verify {
       // measured 5% slower: bench/NOTES.md v4)
       {
         const int next = step + STAGES - 1;
-        if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES);
+        if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES, compact_step(s, next));
         cp_async_commit();
         if (next + 1 < s.k_end) fetch_rows(p, s, next + 1, ri);
       }
@@ -434,8 +551,44 @@ struct Verify {
       for (int nt = 0; nt < S_NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-      {
-        const uint32_t qa = q_base + q_row_off, kb = k_base + k_row_off;
+      const uint32_t qa = q_base + q_row_off;
+      if (kFrag8 && compact) {
+        // fp8 K fragments: one ldmatrix gives a lane 4 bytes (d 16kk + 4t4 .. +3) of its key row in each of
+        // the 4 n-tiles; widened in registers into the permuted k order of Q
+        const uint32_t kb8 = k_base + k8_row_off;
+        uint32_t a[2][4], kr[2][4];
+        auto load = [&](int kk, int buf) {
+          ldmatrix_x4(a[buf], qa + q_swz(2 * kk));
+          ldmatrix_x4(kr[buf], kb8 + ((kk ^ (k8_row & 7)) << 4));  // swizzle<QCH8>(k8_row, kk)
+        };
+        load(0, 0);
+#pragma unroll
+        for (int kk = 0; kk < DQK / 16; ++kk) {
+          if (kk + 1 < DQK / 16) load(kk + 1, (kk + 1) & 1);
+#pragma unroll
+          for (int nt = 0; nt < S_NT; ++nt) {
+            uint32_t b0, b1;
+            e4m3x4_frag<T>(kr[kk & 1][nt], b0, b1);
+            mma_16816<T>(acc[nt], a[kk & 1], b0, b1);
+          }
+        }
+      } else if (kFrag8) {
+        // the tail step of an fp8 tile: K rows in T (prefix rows widened in shared memory), read in Q's permuted
+        // k order: d 16kk + 4t4 .. +3 of key row g with one 8-byte load
+        const uint8_t* kt = smem + OFF_K + stage * C.k_stage_bytes();
+#pragma unroll 1
+        for (int kk = 0; kk < DQK / 16; ++kk) {
+          uint32_t a[4];  // (LaneSwizzle takes compile-time chunks only: a runtime index would put it in local memory)
+          ldmatrix_x4(a, q_base + swizzle<QCH>(q_row, 2 * kk + (lane >> 4)));
+#pragma unroll
+          for (int nt = 0; nt < S_NT; ++nt) {
+            const int row = wn * SN + nt * 8 + g;
+            const uint2 w = *reinterpret_cast<const uint2*>(kt + swizzle<QCH>(row, 2 * kk + (t4 >> 1)) + (t4 & 1) * 8);
+            mma_16816<T>(acc[nt], a, prmt(w.x, w.y, 0x5410u), prmt(w.x, w.y, 0x7632u));
+          }
+        }
+      } else {
+        const uint32_t kb = k_base + k_row_off;
         uint32_t a[2][4], b[2][S_NT][2];
         auto load = [&](int kk, int buf) {
           ldmatrix_x4(a[buf], qa + q_swz(2 * kk));
@@ -467,7 +620,7 @@ struct Verify {
 
       // ---- scale; mask keys past the request and draft keys outside the tree
       const int key0 = step * BN + wn * SN;
-      const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end
+      const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end of the request
       const bool all_prefix = !tail;
       float mx_a = -INFINITY, mx_b = -INFINITY;
       if (MODS ? uniform_step(p, s, step, tail, tok_max) : !tail) {
@@ -553,8 +706,8 @@ struct Verify {
         float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
         for (int nt = 0; nt < S_NT; ++nt) {
-          float p0 = exp2f(acc[nt][0] - use_a), p1 = exp2f(acc[nt][1] - use_a);
-          float p2 = exp2f(acc[nt][2] - use_b), p3 = exp2f(acc[nt][3] - use_b);
+          float p0 = exp2_ftz(acc[nt][0] - use_a), p1 = exp2_ftz(acc[nt][1] - use_a);
+          float p2 = exp2_ftz(acc[nt][2] - use_b), p3 = exp2_ftz(acc[nt][3] - use_b);
           sum_a += p0 + p1;
           sum_b += p2 + p3;
           if (MODS && p.v_scale != 1.f) {
@@ -607,14 +760,73 @@ struct Verify {
             }
         }
       }
-      {
-        // A (P) fragments one k-step ahead, B (V) fragments one column pair ahead
-        constexpr int KS = BN / 16, NP = O_NT / 2;
-        uint32_t a[2][O_MT][4], bv[2][4];
-        auto load_a = [&](int ks, int buf) {
+      constexpr int KS = BN / 16;
+      auto load_p = [&](uint32_t (&a)[O_MT][4], int ks) {
 #pragma unroll
-          for (int mt = 0; mt < O_MT; ++mt) ldmatrix_x4(a[buf][mt], p_base + p_row_off + mt * 16 * PCH * 16 + p_swz(2 * ks));
+        for (int mt = 0; mt < O_MT; ++mt) ldmatrix_x4(a[mt], p_base + p_row_off + mt * 16 * PCH * 16 + p_swz(2 * ks));
+      };
+      if (kFrag8 && compact) {
+        // fp8 V fragments: one ldmatrix.trans gives a lane, for 2 chunks of 16 d, the 2 x 2 blocks (keys 2t4,
+        // 2t4+1 and 2t4+8, 2t4+9) x (d 2g, 2g+1); widened, they are the B operands of the even-d and the
+        // odd-d n-tile of each chunk. A (P) fragments one k-step ahead, B one chunk pair ahead.
+        constexpr int CP = ON / 32;
+        uint32_t a[2][O_MT][4], vr[2][4];
+        auto load_v = [&](int idx, int buf) {
+          const int ks = idx / CP, cp = idx % CP;
+          ldmatrix_x4_trans(vr[buf], v_base + v8_row_off + ks * 16 * VCH8 * 16 + v8_col_off[cp]);
         };
+        load_p(a[0], 0);
+        load_v(0, 0);
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          if (ks + 1 < KS) load_p(a[(ks + 1) & 1], ks + 1);
+#pragma unroll
+          for (int cp = 0; cp < CP; ++cp) {
+            const int idx = ks * CP + cp;
+            if (idx + 1 < KS * CP) load_v(idx + 1, (idx + 1) & 1);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              uint32_t e0, o0, e1, o1;
+              e4m3x4_frag<T>(vr[idx & 1][2 * j], e0, o0);
+              e4m3x4_frag<T>(vr[idx & 1][2 * j + 1], e1, o1);
+              const int sc = 2 * cp + j;  // chunk of the warp's columns: n-tiles 2sc (even d), 2sc + 1 (odd d)
+#pragma unroll
+              for (int mt = 0; mt < O_MT; ++mt) {
+                mma_16816<T>(o[mt][2 * sc], a[ks & 1][mt], e0, e1);
+                mma_16816<T>(o[mt][2 * sc + 1], a[ks & 1][mt], o0, o1);
+              }
+            }
+          }
+        }
+      } else if (kFrag8) {
+        // the tail step of an fp8 tile: V rows in T, read into the even-d / odd-d n-tiles with 4-byte loads of
+        // (d 2g, 2g+1) from the keys 2t4, 2t4+1, 2t4+8, 2t4+9
+        const uint8_t* vt = smem + OFF_V + stage * C.v_stage_bytes();
+#pragma unroll 1
+        for (int ks = 0; ks < KS; ++ks) {
+          uint32_t a[O_MT][4];
+#pragma unroll
+          for (int mt = 0; mt < O_MT; ++mt)
+            ldmatrix_x4(a[mt], p_base + swizzle<PCH>(p_row + mt * 16, 2 * ks + (lane >> 4)));
+#pragma unroll
+          for (int sc = 0; sc < ON / 16; ++sc) {
+            const int col = on * ON + 16 * sc + 2 * g, key = ks * 16 + 2 * t4;
+            auto ld = [&](int k) {
+              return *reinterpret_cast<const uint32_t*>(vt + swizzle<VCH>(k, col / 8) + (col % 8) * 2);
+            };
+            const uint32_t w0 = ld(key), w1 = ld(key + 1), w2 = ld(key + 8), w3 = ld(key + 9);
+#pragma unroll
+            for (int mt = 0; mt < O_MT; ++mt) {
+              mma_16816<T>(o[mt][2 * sc], a[mt], prmt(w0, w1, 0x5410u), prmt(w2, w3, 0x5410u));
+              mma_16816<T>(o[mt][2 * sc + 1], a[mt], prmt(w0, w1, 0x7632u), prmt(w2, w3, 0x7632u));
+            }
+          }
+        }
+      } else {
+        // A (P) fragments one k-step ahead, B (V) fragments one column pair ahead
+        constexpr int NP = O_NT / 2;
+        uint32_t a[2][O_MT][4], bv[2][4];
+        auto load_a = [&](int ks, int buf) { load_p(a[buf], ks); };
         auto load_b = [&](int idx, int buf) {
           const int ks = idx / NP, np = idx % NP;
           ldmatrix_x4_trans(bv[buf], v_base + v_row_off + ks * 16 * VROW_CHUNKS * 16 + v_col_off[np]);
@@ -683,25 +895,51 @@ struct Verify {
         const int64_t tok = s.qo0 + i;
         const float lse2 = l > 0.f ? m + log2f(l) : -INFINITY;
         if (final_out) {
-          const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + on * ON + 2 * t4;
+          if constexpr (kFrag8) {
+            const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + on * ON;
 #pragma unroll
-          for (int nt = 0; nt < O_NT; ++nt) {
-            const float x = o[mt][nt][2 * half] * inv, y = o[mt][nt][2 * half + 1] * inv;
-            if (p.out_fp32) {
-              *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + nt * 8) = make_float2(x, y);
-            } else {
-              *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + nt * 8) = pack2<T>(x, y);
+            for (int nt = 0; nt < O_NT; ++nt) {
+              float x, y;
+              const int col = out_pair(o[mt], nt, half, t4, x, y);
+              x *= inv;
+              y *= inv;
+              if (p.out_fp32) {
+                *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + col) = make_float2(x, y);
+              } else {
+                *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + col) = pack2<T>(x, y);
+              }
+            }
+          } else {
+            const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + on * ON + 2 * t4;
+#pragma unroll
+            for (int nt = 0; nt < O_NT; ++nt) {
+              const float x = o[mt][nt][2 * half] * inv, y = o[mt][nt][2 * half + 1] * inv;
+              if (p.out_fp32) {
+                *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + nt * 8) = make_float2(x, y);
+              } else {
+                *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + nt * 8) = pack2<T>(x, y);
+              }
             }
           }
           if (p.lse != nullptr && on == 0 && t4 == 0)
             p.lse[tok * p.lse_stride_token + h] = l > 0.f ? lse2 * 0.69314718055994531f : -INFINITY;
         } else {
           const int64_t prow = (int64_t(slot0 + split) * p.max_draft + i) * p.num_q_heads + h;
-          float* dst = p.part_o + prow * DV + on * ON + 2 * t4;
+          if constexpr (kFrag8) {
+            float* dst = p.part_o + prow * DV + on * ON;
 #pragma unroll
-          for (int nt = 0; nt < O_NT; ++nt)
-            *reinterpret_cast<float2*>(dst + nt * 8) =
-                make_float2(o[mt][nt][2 * half] * inv, o[mt][nt][2 * half + 1] * inv);
+            for (int nt = 0; nt < O_NT; ++nt) {
+              float x, y;
+              const int col = out_pair(o[mt], nt, half, t4, x, y);
+              *reinterpret_cast<float2*>(dst + col) = make_float2(x * inv, y * inv);
+            }
+          } else {
+            float* dst = p.part_o + prow * DV + on * ON + 2 * t4;
+#pragma unroll
+            for (int nt = 0; nt < O_NT; ++nt)
+              *reinterpret_cast<float2*>(dst + nt * 8) =
+                  make_float2(o[mt][nt][2 * half] * inv, o[mt][nt][2 * half + 1] * inv);
+          }
           if (on == 0 && t4 == 0) p.part_lse[prow] = lse2;
         }
       }
