@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <cstring>
 
 #include "common.h"
@@ -150,6 +151,13 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   static const bool pdl_allowed = env_on_unless_0("FLASHVERIFY_PDL");
   plan->pdl = pdl_allowed && props.cc_major >= 9 && props.cc_major < 12 && props.combine_waits &&
               p.device == FV_DEVICE_CUDA;
+  // One combine block per (row, 128 columns); when that leaves multiprocessors idle (batch 1 of a small
+  // group: GQA 8/1 with 8 drafts is 64 blocks on 132 SMs), 32 columns a block: four times the blocks.
+  // FLASHVERIFY_COMBINE_WIDE=1 keeps 128 (benchmark A/B).
+  static const bool wide_only = std::getenv("FLASHVERIFY_COMBINE_WIDE") != nullptr &&
+                                std::string(std::getenv("FLASHVERIFY_COMBINE_WIDE")) == "1";
+  const int64_t wide_blocks = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * std::max(1, p.head_dim_v / 128);
+  plan->combine_cols = wide_blocks < int64_t(props.num_sms) && !wide_only ? 32 : std::min(128, p.head_dim_v);
   if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)
     plan->mask_words = static_cast<int>(ceil_div(p.max_draft, 32));
 

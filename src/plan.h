@@ -46,6 +46,7 @@ struct Plan {
   int mask_words = 0;            // uint32 words per converted mask row (0: no conversion)
   bool inline_plan = false;      // no prepare kernel: the verify kernel plans (and reads byte masks directly)
   bool pdl = false;              // the combine is a programmatic dependent launch of the verify kernel
+  int combine_cols = 0;          // output columns per combine block (128, or 32 when few rows would leave SMs idle)
   // workspace layout, bytes from its start
   std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;
 };

@@ -1,5 +1,5 @@
-// Merges the partial (o, lse) states of split requests. One warp per (request, draft token, q head,
-// 128-column slice): the merge is a weighted mean with weights 2^(lse_s - max lse), summed in split
+// Merges the partial (o, lse) states of split requests. One block per (request, draft token, q head,
+// COLS-column slice: 128, or 32 when the batch has few rows): the merge is a weighted mean with weights 2^(lse_s - max lse), summed in split
 // order, so the result does not depend on timing (deterministic). A request nobody split was written by
 // the verify kernel directly and is skipped here.
 #pragma once
@@ -15,13 +15,13 @@ namespace fv {
 constexpr int kCombineWarps = 16;
 constexpr int kCombineThreads = 32 * kCombineWarps;
 
-// One block per (request, draft token, q head, 128-column slice); its 16 warps take every 16th split,
+// One block per (request, draft token, q head, COLS-column slice); its 16 warps take every 16th split,
 // so a request split 100 ways has all its loads in flight at once. The warps'
 // partial sums are added in warp order: the merge does not depend on timing (deterministic).
-template <class T, int DV>
+template <class T, int DV, int COLS>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ VerifyParams p) {
-  constexpr int COLS = DV >= 128 ? 128 : DV;  // columns per block
-  constexpr int VEC = COLS / 32;              // floats per lane (2 or 4)
+  static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
+  constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)
   constexpr int SLICES = DV / COLS;
   __shared__ float part[kCombineWarps][COLS];
   __shared__ float part_w[kCombineWarps];
@@ -68,6 +68,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
         if constexpr (VEC == 4) {
           const float4 f = *reinterpret_cast<const float4*>(px);
           x[u][0] = f.x; x[u][1] = f.y; x[u][2] = f.z; x[u][3] = f.w;
+        } else if constexpr (VEC == 1) {
+          x[u][0] = *px;
         } else {
           const float2 f = *reinterpret_cast<const float2*>(px);
           x[u][0] = f.x; x[u][1] = f.y;
@@ -123,8 +125,12 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   const int64_t tok = qo0 + i;
   const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;
+  if constexpr (VEC == 1) {
+    if (p.out_fp32) static_cast<float*>(p.out)[base] = acc[0] * inv;
+    else static_cast<T*>(p.out)[base] = from_float<T>(acc[0] * inv);
+  }
 #pragma unroll
-  for (int v = 0; v < VEC; v += 2) {
+  for (int v = 0; v + 1 < VEC; v += 2) {
     if (p.out_fp32) {
       *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + v) = make_float2(acc[v] * inv, acc[v + 1] * inv);
     } else {

@@ -51,7 +51,7 @@ cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStr
   return p.mods ? launch_verify_cfg<T, true, false>(cfg, p, grid, s) : launch_verify_cfg<T, false, false>(cfg, p, grid, s);
 }
 
-template <class T, int DV>
+template <class T, int DV, int COLS>
 cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
@@ -63,21 +63,22 @@ cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, 
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, combine_kernel<T, DV>, p);
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
   if (err != cudaSuccess) cudaGetLastError();  // do not leave it for the next call to report
   return err;
 }
 
-// pdl: a programmatic dependent launch (Plan::pdl; the kernel waits for the verify grid itself)
+// pdl: a programmatic dependent launch (Plan::pdl; the kernel waits for the verify grid itself); cols: the
+// columns a block merges (Plan::combine_cols: 32, or 128 / Dv)
 template <class T>
-cudaError_t launch_combine_for(int dv, const VerifyParams& p, bool pdl, cudaStream_t s) {
-  const int64_t slices = dv >= 128 ? dv / 128 : 1;
-  const unsigned blocks = static_cast<unsigned>(int64_t(p.batch) * p.max_draft * p.num_q_heads * slices);
+cudaError_t launch_combine_for(int dv, int cols, const VerifyParams& p, bool pdl, cudaStream_t s) {
+  const unsigned blocks = static_cast<unsigned>(int64_t(p.batch) * p.max_draft * p.num_q_heads * (dv / cols));
+  const bool narrow = cols == 32;
   switch (dv) {
-    case 64: return launch_combine_dv<T, 64>(p, blocks, pdl, s);
-    case 128: return launch_combine_dv<T, 128>(p, blocks, pdl, s);
-    case 256: return launch_combine_dv<T, 256>(p, blocks, pdl, s);
-    default: return launch_combine_dv<T, 512>(p, blocks, pdl, s);
+    case 64: return narrow ? launch_combine_dv<T, 64, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 64, 64>(p, blocks, pdl, s);
+    case 128: return narrow ? launch_combine_dv<T, 128, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 128, 128>(p, blocks, pdl, s);
+    case 256: return narrow ? launch_combine_dv<T, 256, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 256, 128>(p, blocks, pdl, s);
+    default: return narrow ? launch_combine_dv<T, 512, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 512, 128>(p, blocks, pdl, s);
   }
 }
 
@@ -142,7 +143,7 @@ fv_status cuda_current_device(DeviceProps* out) {
   // which binary the device loaded for the combine kernels (all built from this file for the same
   // architectures): griddepcontrol.wait is compiled in from sm_90 on
   cudaFuncAttributes fa{};
-  if (cudaFuncGetAttributes(&fa, combine_kernel<__nv_bfloat16, 128>) == cudaSuccess) {
+  if (cudaFuncGetAttributes(&fa, combine_kernel<__nv_bfloat16, 128, 128>) == cudaSuccess) {
     p.combine_waits = fa.binaryVersion >= 90;
   } else {
     cudaGetLastError();
@@ -268,8 +269,8 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   if (err != cudaSuccess) return cuda_fail(err, cfg.name);
 
   if (plan.max_slots > 0) {
-    err = pb.dtype == FV_DTYPE_BF16 ? launch_combine_for<__nv_bfloat16>(pb.head_dim_v, p, plan.pdl, s)
-                                    : launch_combine_for<__half>(pb.head_dim_v, p, plan.pdl, s);
+    err = pb.dtype == FV_DTYPE_BF16 ? launch_combine_for<__nv_bfloat16>(pb.head_dim_v, plan.combine_cols, p, plan.pdl, s)
+                                    : launch_combine_for<__half>(pb.head_dim_v, plan.combine_cols, p, plan.pdl, s);
     if (err != cudaSuccess) return cuda_fail(err, "combine kernel launch");
   }
   return FV_OK;

@@ -137,6 +137,28 @@ TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
   EXPECT_FALSE(plan.pdl);
 }
 
+TEST(Plan, CombineSlicesNarrowOnlyWhenRowsLeaveMultiprocessorsIdle) {
+  fv::Plan plan;
+  fv_problem g = mla_problem(8, 8, 1);  // GQA 8/1 d128, 8 drafts, batch 1: 64 rows x 1 slice of 128 < 132 SMs
+  g.head_dim_qk = g.head_dim_v = 128;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_cols, 32);
+  g.batch_size = 4;  // 256 rows
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_cols, 128);
+  g.batch_size = 2;  // 128 rows: narrow on the H200 (132 SMs) and on sm_120 (188)
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_cols, 32);
+  ASSERT_EQ(fv::make_plan(g, kSm120, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_cols, 32);
+  g.head_dim_qk = g.head_dim_v = 64;  // d64 merges 64 columns a block when wide
+  g.batch_size = 16;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_cols, 64);
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &plan), FV_OK);  // 128 rows x 4 slices of 512
+  EXPECT_EQ(plan.combine_cols, 128);
+}
+
 TEST(Plan, SplitCountsFollowTheGrid) {
   EXPECT_EQ(fv::choose_num_parts(2, 132), 66);
   EXPECT_EQ(fv::choose_num_parts(1, 264), 264);
