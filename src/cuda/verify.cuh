@@ -67,11 +67,11 @@ struct LaneSwizzle {
   __device__ __forceinline__ uint32_t operator()(int c) const { return (c / G) * G * 16 + off[(c % G) / 2]; }
 };
 
-// How the CTA's threads cover a ROWS x CHUNKS tile with 16-byte copies: TPR threads per row, each
-// taking every TPR-th chunk; the thread block covers RP rows per pass.
-template <int ROWS, int CHUNKS, int THREADS>
+// How the CTA's threads cover a ROWS x CHUNKS tile with 16-byte copies: TPR threads per row (8, or
+// FORCED_TPR), each taking every TPR-th chunk; the thread block covers RP rows per pass.
+template <int ROWS, int CHUNKS, int THREADS, int FORCED_TPR = 0>
 struct TileCopy {
-  static constexpr int TPR = (ROWS * 8 >= THREADS) ? 8 : THREADS / ROWS;
+  static constexpr int TPR = FORCED_TPR > 0 ? FORCED_TPR : (ROWS * 8 >= THREADS) ? 8 : THREADS / ROWS;
   static constexpr int RP = THREADS / TPR;
   static constexpr int PASSES = ROWS / RP;
   static constexpr int CPT = CHUNKS / TPR;
@@ -117,8 +117,11 @@ struct Verify {
   static constexpr int VROW_CHUNKS = V_IN_K ? QCH : VCH;
 
   using QCopy = TileCopy<BM, QCH, THREADS>;
-  using KCopy = TileCopy<BN, QCH, THREADS>;
-  using VCopy = TileCopy<BN, VCH, THREADS>;
+  // kFrag8 tiles: 4 threads a key row, so that a thread's row address (slot lookup, 64-bit pool offsets)
+  // serves 2 fp8 chunks of K and 2 of V a step instead of 1 and 1: half the rows per thread
+  static constexpr int KV_TPR = kFrag8Shape ? 4 : 0;
+  using KCopy = TileCopy<BN, QCH, THREADS, KV_TPR>;
+  using VCopy = TileCopy<BN, VCH, THREADS, KV_TPR>;
   static_assert(V_IN_K || (int(KCopy::TPR) == int(VCopy::TPR)), "K and V copies share the row mapping");
 
   // KV8 choices (bench/NOTES.md, v8):
@@ -147,8 +150,8 @@ struct Verify {
   static constexpr int QCH8 = DQK / 16, VCH8 = DV / 16;  // 16-byte chunks of an fp8 row
   static constexpr bool kFrag8 = kFrag8Shape && S_NT == 4 && QCH8 >= 8 && VCH8 >= 8 &&
                                  QCH8 % KCopy::TPR == 0 && VCH8 % VCopy::TPR == 0 && ON % 32 == 0;
-  using KCopy8 = TileCopy<BN, kFrag8 ? QCH8 : QCH, THREADS>;
-  using VCopy8 = TileCopy<BN, kFrag8 ? VCH8 : VCH, THREADS>;
+  using KCopy8 = TileCopy<BN, kFrag8 ? QCH8 : QCH, THREADS, KV_TPR>;
+  using VCopy8 = TileCopy<BN, kFrag8 ? VCH8 : VCH, THREADS, KV_TPR>;
   static_assert(!kFrag8 || (int(KCopy8::TPR) == int(KCopy::TPR) && int(VCopy8::TPR) == int(KCopy::TPR)),
                 "compact fp8 copies use the row mapping of fetch_rows");
   static constexpr bool kFp8Pairs =
