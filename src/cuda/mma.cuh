@@ -114,9 +114,9 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 // bf16: integer bit moves and one bf16 multiply a pair, no conversion-pipe instruction: the sign and the
 // 7 exponent-mantissa bits go to their bf16 places, which reads the value as 2^-120 times itself (e4m3's
 // exponent bias is 7, bf16's 127); one fma by 2^120 restores it exactly, subnormals included. An e4m3 NaN
-// code (S.1111.111) becomes +-480 on this path: flashverify does not propagate NaN out of fp8 caches on bf16
-// models (flashverify.h, fv_problem.kv_dtype). fp16: one byte permute and the hardware e4m3x2 -> f16x2 conversion (sm_89+), exact,
-// NaN kept.
+// code (S.1111.111) becomes +-480 on this path (the shared-memory widening, e4m3x4_to, keeps NaN; see
+// flashverify.h, fv_problem.kv_dtype). fp16: one byte permute and the e4m3x2 -> f16x2 conversion (one
+// instruction on sm_89+, emulated before), exact, NaN kept.
 template <class T>
 __device__ __forceinline__ void e4m3x4_frag(uint32_t w, uint32_t& even, uint32_t& odd);
 template <>
