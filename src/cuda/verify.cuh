@@ -431,7 +431,8 @@ struct Verify {
   // The accumulator pair that output pair `nt` of a row half holds, and its column within the warp's ON
   // columns. Natural layout: n-tile nt, columns 8nt + 2t4, +1. kFrag8: n-tiles 2sc / 2sc + 1 hold the even /
   // odd d of chunk sc, so a lane holds d 16sc + 4t4 .. +3: pair nt = 2sc + par is d 16sc + 4t4 + 2par, +1.
-  __device__ static int out_pair(const float (&om)[O_NT][4], int nt, int half, int t4, float& x, float& y) {
+  __device__ __forceinline__ static int out_pair(const float (&om)[O_NT][4], int nt, int half, int t4, float& x,
+                                                  float& y) {
     if constexpr (kFrag8) {
       const int sc2 = nt & ~1, par = nt & 1;
       x = om[sc2][2 * half + par];
