@@ -561,6 +561,21 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
     ASSERT_NO_FATAL_FAILURE(check_forced(c, s, std::string(c.config) + " fp8"));
     ++fp8_runs;
   }
+  // the tiles that widen fp8 in registers (the 32-row d128 ones) with an fp16 model and the modifiers'
+  // per-element scoring path (cap, window, sinks) on their compact steps
+  for (const C& c : configs) {
+    if (std::string(c.config).rfind("gqa128_bm32", 0) != 0) continue;
+    CaseSpec s = spec_for(c, seed + 300 + fp8_runs);
+    s.dtype = FV_DTYPE_FP16;
+    s.kv_fp8 = true;
+    s.k_scale = 0.5f;
+    s.v_scale = 2.f;
+    s.logit_cap = 2.f;
+    s.sliding_window = 200;
+    s.sinks = true;
+    ASSERT_NO_FATAL_FAILURE(check_forced(c, s, std::string(c.config) + " fp8, fp16 model, modifiers"));
+    ++fp8_runs;
+  }
   std::printf("[ kernels  ] %d configuration x dtype runs and %d fp8-KV runs against the oracle\n", runs, fp8_runs);
 }
 
