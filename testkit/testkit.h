@@ -15,6 +15,22 @@ namespace fvt {
 enum class Tree { Chain, Star, Random, RandomPerm };
 const char* tree_name(Tree t);
 
+// The head layout every tile configuration is exercised with when it is forced (FLASHVERIFY_CONFIG): the
+// GPU test EveryKernel runs each against the oracle, the CPU test Plan.ForcedConfiguration... checks that the
+// planner takes it.
+struct ConfigLayout {
+  const char* config;
+  bool mla;
+  int d;  // head dim (MLA: 576 / 512)
+  int hq, hkv;
+};
+inline constexpr ConfigLayout kConfigLayouts[] = {
+    {"mla576_bm64_bn64_s2", true, 576, 16, 1},  {"mla576_bm32_bn16_s3", true, 576, 16, 1},
+    {"gqa64_bm64_bn64_s4", false, 64, 8, 2},    {"gqa128_bm64_bn64_s2", false, 128, 16, 1},
+    {"gqa256_bm64_bn16_s3", false, 256, 8, 2},  {"gqa128_bm32_bn64_s2", false, 128, 8, 2},
+    {"gqa128_bm64_bn32_s4", false, 128, 16, 1}, {"gqa128_bm32_bn64_s3", false, 128, 8, 2},
+};
+
 struct CaseSpec {
   std::string name;
   int dtype = FV_DTYPE_BF16;

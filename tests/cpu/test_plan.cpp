@@ -4,6 +4,8 @@
 // counts and partial-state slots match what the kernels index.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <map>
 #include <random>
 #include <set>
@@ -11,6 +13,7 @@
 
 #include "partition.h"
 #include "plan.h"
+#include "testkit.h"
 #include "tile_config.h"
 
 namespace {
@@ -135,6 +138,34 @@ TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
   h200.combine_waits = false;  // e.g. a build with only sm_80 PTX, JIT-compiled on the H200
   ASSERT_EQ(fv::make_plan(p, h200, &plan), FV_OK);
   EXPECT_FALSE(plan.pdl);
+}
+
+// The GPU test EveryKernel forces each configuration with FLASHVERIFY_CONFIG on the H200 and cannot see which
+// tile ran; the planner it goes through must pick exactly the forced one for each of its head layouts, and
+// ignore a name that does not match the head dims or does not fit the device.
+TEST(Plan, ForcedConfigurationIsTakenForEveryKernelLayout) {
+  static_assert(sizeof(fvt::kConfigLayouts) / sizeof(fvt::kConfigLayouts[0]) == fv::kNumConfigs,
+                "every configuration");
+  fv::Plan plan;
+  for (const fvt::ConfigLayout& c : fvt::kConfigLayouts) {
+    fv_problem p = mla_problem(c.hq, 8, 3);
+    p.num_kv_heads = c.hkv;
+    p.head_dim_qk = c.d;
+    p.head_dim_v = c.mla ? 512 : c.d;
+    setenv("FLASHVERIFY_CONFIG", c.config, 1);
+    ASSERT_EQ(fv::make_plan(p, kH200, &plan), FV_OK) << c.config;
+    EXPECT_STREQ(plan.cfg->name, c.config);
+    // a large-smem tile forced on sm_120 is ignored: the planner's own choice, which fits 99 KB
+    ASSERT_EQ(fv::make_plan(p, kSm120, &plan), FV_OK) << c.config;
+    EXPECT_LE(plan.cfg->smem_bytes(), fv::kSmallSmemLimit) << c.config;
+  }
+  setenv("FLASHVERIFY_CONFIG", "gqa64_bm64_bn64_s4", 1);  // head dims 64: ignored for a d128 problem
+  fv_problem g = mla_problem(32, 8, 16);
+  g.num_kv_heads = 8;
+  g.head_dim_qk = g.head_dim_v = 128;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32S3);
+  unsetenv("FLASHVERIFY_CONFIG");
 }
 
 TEST(Plan, CombineSlicesNarrowOnlyWhenRowsLeaveMultiprocessorsIdle) {

@@ -488,13 +488,8 @@ TEST(Modifiers, EachAloneAndAllTogether) {
 
 TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
   REQUIRE_GPU();
-  struct C { const char* config; bool mla; int d; int hq, hkv; };
-  const C configs[] = {
-      {"mla576_bm64_bn64_s2", true, 576, 16, 1},  {"mla576_bm32_bn16_s3", true, 576, 16, 1},
-      {"gqa64_bm64_bn64_s4", false, 64, 8, 2},    {"gqa128_bm64_bn64_s2", false, 128, 16, 1},
-      {"gqa256_bm64_bn16_s3", false, 256, 8, 2},  {"gqa128_bm32_bn64_s2", false, 128, 8, 2},
-      {"gqa128_bm64_bn32_s4", false, 128, 16, 1}, {"gqa128_bm32_bn64_s3", false, 128, 8, 2},
-  };
+  using C = fvt::ConfigLayout;
+  const auto& configs = fvt::kConfigLayouts;
   const uint64_t seed = fvt::session_seed() + 51;
   int runs = 0;
   // FV_KERNEL_DTYPES=bf16 halves the run (racecheck: both dtypes share every shared-memory access pattern)
