@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <string>
 #include <cstring>
 
 #include "common.h"
@@ -26,12 +25,6 @@ int estimate_ctas_per_sm(const TileConfig& cfg, const DeviceProps& props) {
   const int regs_per_thread = std::min(255, 65536 / (cfg.threads() * cfg.min_blocks_per_sm));
   const int by_regs = 65536 / (cfg.threads() * regs_per_thread);
   return std::max(1, std::min({by_smem, by_threads, std::max(1, by_regs)}));
-}
-
-// A tuning switch that is on unless the environment variable is "0" (read once by each caller).
-bool env_on_unless_0(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 bool fits(const TileConfig& c, const DeviceProps& props) {
@@ -154,8 +147,7 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // One combine block per (row, 128 columns); when that leaves multiprocessors idle (batch 1 of a small
   // group: GQA 8/1 with 8 drafts is 64 blocks on 132 SMs), 32 columns a block: four times the blocks.
   // FLASHVERIFY_COMBINE_WIDE=1 keeps 128 (benchmark A/B).
-  static const bool wide_only = std::getenv("FLASHVERIFY_COMBINE_WIDE") != nullptr &&
-                                std::string(std::getenv("FLASHVERIFY_COMBINE_WIDE")) == "1";
+  static const bool wide_only = env_is_1("FLASHVERIFY_COMBINE_WIDE");
   const int64_t wide_blocks = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * std::max(1, p.head_dim_v / 128);
   plan->combine_cols = wide_blocks < int64_t(props.num_sms) && !wide_only ? 32 : std::min(128, p.head_dim_v);
   if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)

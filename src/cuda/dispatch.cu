@@ -90,12 +90,6 @@ int env_int(const char* name, int fallback) {
   return x > 0 ? x : fallback;
 }
 
-// A switch that is off unless the variable is "1".
-bool env_is_1(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
 }  // namespace
 
 fv_status cuda_current_device(DeviceProps* out) {
