@@ -129,11 +129,7 @@ __device__ __forceinline__ void e4m3x4_frag<__nv_bfloat16>(uint32_t w, uint32_t&
 }
 template <>
 __device__ __forceinline__ void e4m3x4_frag<__half>(uint32_t w, uint32_t& even, uint32_t& odd) {
-  const uint32_t r = prmt(w, 0u, 0x3120u);  // bytes x0 x2 x1 x3
-  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(r & 0xffffu), __NV_E4M3);
-  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(r >> 16), __NV_E4M3);
-  even = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
-  odd = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
+  e4m3x4_to<__half>(prmt(w, 0u, 0x3120u), even, odd);  // bytes x0 x2 x1 x3, widened in order
 }
 
 // Programmatic dependent launch (sm_90+). The primary grid lets its dependent grid be scheduled; the
