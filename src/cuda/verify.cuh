@@ -428,9 +428,11 @@ struct Verify {
     return (word >> (j & 31)) & 1u;
   }
 
-  // The accumulator pair that output pair `nt` of a row half holds, and its column within the warp's ON
+  // The output pair `nt` of a row half (two adjacent columns: x, y) and its column within the warp's ON
   // columns. Natural layout: n-tile nt, columns 8nt + 2t4, +1. kFrag8: n-tiles 2sc / 2sc + 1 hold the even /
   // odd d of chunk sc, so a lane holds d 16sc + 4t4 .. +3: pair nt = 2sc + par is d 16sc + 4t4 + 2par, +1.
+  // (Natural: the column is returned without 2t4, which the callers keep in their base offset, as the
+  // natural kernels' code had it before kFrag8: the same SASS.)
   __device__ __forceinline__ static int out_pair(const float (&om)[O_NT][4], int nt, int half, int t4, float& x,
                                                   float& y) {
     if constexpr (kFrag8) {
@@ -441,9 +443,11 @@ struct Verify {
     } else {
       x = om[nt][2 * half];
       y = om[nt][2 * half + 1];
-      return 8 * nt + 2 * t4;
+      return 8 * nt;
     }
   }
+  // the part of a lane's output column that out_pair leaves to the caller's base offset
+  static constexpr int out_lane_col(int t4) { return kFrag8 ? 0 : 2 * t4; }
 
   __device__ static void run_segment(const VerifyParams& p, const Seg& s, int m_tile, int hk, int split,
                                      int num_splits, int slot0, uint8_t* smem) {
@@ -899,50 +903,29 @@ struct Verify {
         const int64_t tok = s.qo0 + i;
         const float lse2 = l > 0.f ? m + log2f(l) : -INFINITY;
         if (final_out) {
-          if constexpr (kFrag8) {
-            const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + on * ON;
+          const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + on * ON + out_lane_col(t4);
 #pragma unroll
-            for (int nt = 0; nt < O_NT; ++nt) {
-              float x, y;
-              const int col = out_pair(o[mt], nt, half, t4, x, y);
-              x *= inv;
-              y *= inv;
-              if (p.out_fp32) {
-                *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + col) = make_float2(x, y);
-              } else {
-                *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + col) = pack2<T>(x, y);
-              }
-            }
-          } else {
-            const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + on * ON + 2 * t4;
-#pragma unroll
-            for (int nt = 0; nt < O_NT; ++nt) {
-              const float x = o[mt][nt][2 * half] * inv, y = o[mt][nt][2 * half + 1] * inv;
-              if (p.out_fp32) {
-                *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + nt * 8) = make_float2(x, y);
-              } else {
-                *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + nt * 8) = pack2<T>(x, y);
-              }
+          for (int nt = 0; nt < O_NT; ++nt) {
+            float x, y;
+            const int col = out_pair(o[mt], nt, half, t4, x, y);
+            x *= inv;
+            y *= inv;
+            if (p.out_fp32) {
+              *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + col) = make_float2(x, y);
+            } else {
+              *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + col) = pack2<T>(x, y);
             }
           }
           if (p.lse != nullptr && on == 0 && t4 == 0)
             p.lse[tok * p.lse_stride_token + h] = l > 0.f ? lse2 * 0.69314718055994531f : -INFINITY;
         } else {
           const int64_t prow = (int64_t(slot0 + split) * p.max_draft + i) * p.num_q_heads + h;
-          if constexpr (kFrag8) {
-            float* dst = p.part_o + prow * DV + on * ON;
+          float* dst = p.part_o + prow * DV + on * ON + out_lane_col(t4);
 #pragma unroll
-            for (int nt = 0; nt < O_NT; ++nt) {
-              float x, y;
-              const int col = out_pair(o[mt], nt, half, t4, x, y);
-              *reinterpret_cast<float2*>(dst + col) = make_float2(x * inv, y * inv);
-            }
-          } else {
-            float* dst = p.part_o + prow * DV + on * ON + 2 * t4;
-#pragma unroll
-            for (int nt = 0; nt < O_NT; ++nt)
-              *reinterpret_cast<float2*>(dst + nt * 8) =
-                  make_float2(o[mt][nt][2 * half] * inv, o[mt][nt][2 * half + 1] * inv);
+          for (int nt = 0; nt < O_NT; ++nt) {
+            float x, y;
+            const int col = out_pair(o[mt], nt, half, t4, x, y);
+            *reinterpret_cast<float2*>(dst + col) = make_float2(x * inv, y * inv);
           }
           if (on == 0 && t4 == 0) p.part_lse[prow] = lse2;
         }
