@@ -20,7 +20,6 @@ inline int64_t index_at(const fv_index& ix, int64_t i) {
                                     : static_cast<const int32_t*>(ix.data)[i];
 }
 
-// k_scale / v_scale: 0 (a zero-initialised fv_args) means 1
 // Tuning switches (environment variables; each caller reads its own once): on unless "0", off unless "1"
 inline bool env_on_unless_0(const char* name) {
   const char* v = std::getenv(name);
@@ -31,6 +30,7 @@ inline bool env_is_1(const char* name) {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
+// k_scale / v_scale: 0 (a zero-initialised fv_args) means 1
 inline float kv_scale_of(float s) { return s == 0.f ? 1.f : s; }
 
 inline bool is_mla_dims(int dqk, int dv) { return dqk == 576 && dv == 512; }
