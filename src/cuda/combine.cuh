@@ -1,7 +1,8 @@
 // Merges the partial (o, lse) states of split requests. One block per (request, draft token, q head,
-// COLS-column slice: 128, or 32 when the batch has few rows): the merge is a weighted mean with weights 2^(lse_s - max lse), summed in split
-// order, so the result does not depend on timing (deterministic). A request nobody split was written by
-// the verify kernel directly and is skipped here.
+// COLS-column slice: min(Dv, 128), or 32 when the batch has too few rows to fill the GPU): the merge is a
+// weighted mean with weights 2^(lse_s - max lse), summed in split order, so the result does not depend on
+// timing (deterministic). A request nobody split was written by the verify kernel directly and is skipped
+// here.
 #pragma once
 
 #include <cstdint>
