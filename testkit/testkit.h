@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,15 @@ namespace fvt {
 
 enum class Tree { Chain, Star, Random, RandomPerm };
 const char* tree_name(Tree t);
+
+// Sets an environment variable for a scope (also when an ASSERT leaves it early), then unsets it.
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
 
 // The head layout every tile configuration is exercised with when it is forced (FLASHVERIFY_CONFIG): the
 // GPU test EveryKernel runs each against the oracle, the CPU test Plan.ForcedConfiguration... checks that the

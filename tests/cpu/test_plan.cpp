@@ -4,8 +4,6 @@
 // counts and partial-state slots match what the kernels index.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <map>
 #include <random>
 #include <set>
@@ -152,20 +150,19 @@ TEST(Plan, ForcedConfigurationIsTakenForEveryKernelLayout) {
     p.num_kv_heads = c.hkv;
     p.head_dim_qk = c.d;
     p.head_dim_v = c.mla ? 512 : c.d;
-    setenv("FLASHVERIFY_CONFIG", c.config, 1);
+    const fvt::ScopedEnv forced("FLASHVERIFY_CONFIG", c.config);
     ASSERT_EQ(fv::make_plan(p, kH200, &plan), FV_OK) << c.config;
     EXPECT_STREQ(plan.cfg->name, c.config);
     // a large-smem tile forced on sm_120 is ignored: the planner's own choice, which fits 99 KB
     ASSERT_EQ(fv::make_plan(p, kSm120, &plan), FV_OK) << c.config;
     EXPECT_LE(plan.cfg->smem_bytes(), fv::kSmallSmemLimit) << c.config;
   }
-  setenv("FLASHVERIFY_CONFIG", "gqa64_bm64_bn64_s4", 1);  // head dims 64: ignored for a d128 problem
+  const fvt::ScopedEnv other_dims("FLASHVERIFY_CONFIG", "gqa64_bm64_bn64_s4");  // ignored for a d128 problem
   fv_problem g = mla_problem(32, 8, 16);
   g.num_kv_heads = 8;
   g.head_dim_qk = g.head_dim_v = 128;
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32S3);
-  unsetenv("FLASHVERIFY_CONFIG");
 }
 
 TEST(Plan, CombineSlicesNarrowOnlyWhenRowsLeaveMultiprocessorsIdle) {

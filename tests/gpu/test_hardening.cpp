@@ -25,13 +25,7 @@ namespace {
 
 using fvt::CaseSpec;
 using fvt::HostProblem;
-
-// Sets an environment variable for a scope (also when an ASSERT leaves it early).
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
+using fvt::ScopedEnv;
 
 CaseSpec base_case(bool mla, uint64_t seed) {
   CaseSpec s;
@@ -575,8 +569,9 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
 }
 
 // fp8 pools whose head rows are 8 bytes longer than the head and whose slot rows carry 8 more bytes (every
-// stride a multiple of 8 bytes, none of 16): tiles that may copy fp8 rows 16 bytes at a time
-// (FLASHVERIFY_FP8_PAIRS=1) must fall back to 8-byte copies. Padding bytes hold NaN (0x7f).
+// stride a multiple of 8 bytes, none of 16): the 16-byte fp8 copies (the in-register widening's compact
+// rows, and FLASHVERIFY_FP8_PAIRS=1 in the other tiles) must fall back to 8-byte copies. Padding bytes hold
+// NaN (0x7f).
 void run_padded_fp8(const CaseSpec& spec, const char* config) {
   const ScopedEnv forced("FLASHVERIFY_CONFIG", config);
   const HostProblem hp = fvt::make_problem(spec);
