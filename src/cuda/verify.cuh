@@ -93,7 +93,7 @@ template <int CFG, class T, bool MODS, bool KV8>
 struct Verify {
   static constexpr TileConfig C = kTileConfigs[CFG];
   static constexpr int BM = C.bm, BN = C.bn, DQK = C.dqk, DV = C.dv;
-  static constexpr int WM = C.wm, WN = C.wn, STAGES = C.stages;
+  static constexpr int STAGES = C.stages;
   // fp8 tiles that widen in registers (kFrag8, below) take an O grid of 32-column warp tiles: each warp
   // widens the V columns it multiplies, so fewer warp rows means fewer conversions of the same V bytes
   // (128-thread tiles only: the 256-thread tiles run at their 128-register cap, where the widening spilled
@@ -102,14 +102,22 @@ struct Verify {
                                       C.dv >= 128 && C.dv % 32 == 0 && (C.wm * C.wn) % (C.dv / 32) == 0;
   static constexpr int WOM = kFrag8Shape ? C.wm * C.wn / (C.dv / 32) : C.wom;
   static constexpr int WON = kFrag8Shape ? C.dv / 32 : C.won;
+  // ... and an S grid of one warp row: each warp owns all BM rows (S_MT m-tiles) x BN / 4 keys, so every K
+  // fragment it widens serves S_MT MMAs (with 16-row S warps each K byte is widened by every warp row). The
+  // row statistics then have 4 partial maxima a row; the partial sums reuse their space (l_part aliases
+  // red_max: the maxima are dead once every warp has passed the last step's barrier B).
+  static constexpr int WM = kFrag8Shape ? 1 : C.wm, WN = kFrag8Shape ? C.wm * C.wn : C.wn;
   static constexpr bool V_IN_K = C.v_in_k;
   static constexpr int THREADS = C.threads();
   static constexpr int QCH = DQK / 8, VCH = DV / 8, PCH = BN / 8;
-  // S warp tile: 16 rows x SN keys
-  static constexpr int SN = BN / WN, S_NT = SN / 8;
+  // S warp tile: S_MT x 16 rows x SN keys
+  static constexpr int S_MT = BM / (16 * WM), SN = BN / WN, S_NT = SN / 8;
+  static constexpr bool kStatsAlias = kFrag8Shape;  // l_part shares red_max's space
+  static_assert((kStatsAlias ? WN + 2 : 2 * WN + 2) * BM * 4 <= C.stat_bytes(), "row statistics fit");
+  static_assert(kStatsAlias || WN == C.wn, "the other tiles keep the configuration's S grid");
   // O warp tile: OM rows x ON columns
   static constexpr int OM = BM / WOM, O_MT = OM / 16, ON = DV / WON, O_NT = ON / 8;
-  static_assert(BM / WM == 16, "an S warp owns one 16-row m tile");
+  static_assert(BM % (16 * WM) == 0 && (S_MT == 1 || kFrag8Shape), "an S warp owns S_MT 16-row m tiles");
   static_assert(WM * WN == WOM * WON, "both warp grids use every warp");
   static_assert(SN % 8 == 0 && OM % 16 == 0 && ON % 16 == 0 && BN % 16 == 0, "tile shapes");
   static_assert(DQK % 16 == 0 && STAGES >= 2, "tile shapes");
@@ -148,7 +156,7 @@ struct Verify {
   //   reaches the draft tokens (bf16 / fp16 rows) is widened in shared memory as before and read with plain
   //   loads in the same permuted orders.
   static constexpr int QCH8 = DQK / 16, VCH8 = DV / 16;  // 16-byte chunks of an fp8 row
-  static constexpr bool kFrag8 = kFrag8Shape && S_NT == 4 && QCH8 >= 8 && VCH8 >= 8 &&
+  static constexpr bool kFrag8 = kFrag8Shape && S_NT == 2 && S_MT == 2 && QCH8 >= 8 && VCH8 >= 8 &&
                                  QCH8 % KCopy::TPR == 0 && VCH8 % VCopy::TPR == 0 && ON % 32 == 0;
   using KCopy8 = TileCopy<BN, kFrag8 ? QCH8 : QCH, THREADS, KV_TPR>;
   using VCopy8 = TileCopy<BN, kFrag8 ? VCH8 : VCH, THREADS, KV_TPR>;
@@ -454,7 +462,7 @@ struct Verify {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t4 = lane % 4;
     float* red_max = reinterpret_cast<float*>(smem + OFF_STATS);  // [WN][BM]
-    float* l_part = red_max + WN * BM;                              // [WN][BM]
+    float* l_part = kStatsAlias ? red_max : red_max + WN * BM;     // [WN][BM]
     float* alpha_s = l_part + WN * BM;                              // [BM]
     float* m_fin = alpha_s + BM;                                    // [BM]
     const uint32_t q_base = smem_addr(smem + OFF_Q);
@@ -475,21 +483,29 @@ struct Verify {
     }
     if (s.k_begin + STAGES - 1 < s.k_end) fetch_rows(p, s, s.k_begin + STAGES - 1, ri);
 
-    // ---- S-warp identity and the draft tokens of its two rows (for the tree mask)
+    // ---- S-warp identity and the draft tokens of its rows (for the tree mask): rows (wm * S_MT + mt) * 16 +
+    // g + 8h, h = 0 (accumulator elements 0, 1) and 1 (elements 2, 3)
     const int wm = warp / WN, wn = warp % WN;
-    const int srow_a = wm * 16 + g, srow_b = srow_a + 8;
-    const int tok_a = (m_tile * BM + srow_a) / p.group, tok_b = (m_tile * BM + srow_b) / p.group;
-    float m_run_a = -INFINITY, m_run_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+    int srow[S_MT][2], tok[S_MT][2];
+    float m_run[S_MT][2], l_run[S_MT][2], rowmul[S_MT][2];
+#pragma unroll
+    for (int mt = 0; mt < S_MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        srow[mt][h] = (wm * S_MT + mt) * 16 + g + 8 * h;
+        tok[mt][h] = (m_tile * BM + srow[mt][h]) / p.group;
+        m_run[mt][h] = -INFINITY;
+        l_run[mt][h] = 0.f;
+        // general scoring path (MODS): per-row factor = xai temperature x log2(e)
+        rowmul[mt][h] = 1.4426950408889634f;
+        if (MODS && p.xai_len > 0) {
+          const int qpos = s.plen + tok[mt][h];
+          if (qpos > p.xai_len)
+            rowmul[mt][h] *= log2f(static_cast<float>(qpos)) * (1.f / log2f(static_cast<float>(p.xai_len)));
+        }
+      }
     // the last draft token any row of this tile holds (for the window test of whole steps)
     const int tok_max = min(s.n - 1, (m_tile * BM + BM - 1) / p.group);
-    // general scoring path (MODS): per-row factor = xai temperature x log2(e)
-    float rowmul_a = 1.4426950408889634f, rowmul_b = 1.4426950408889634f;
-    if (MODS && p.xai_len > 0) {
-      const int qpos_a = s.plen + tok_a, qpos_b = s.plen + tok_b;
-      const float inv_log_len = 1.f / log2f(static_cast<float>(p.xai_len));
-      if (qpos_a > p.xai_len) rowmul_a *= log2f(static_cast<float>(qpos_a)) * inv_log_len;
-      if (qpos_b > p.xai_len) rowmul_b *= log2f(static_cast<float>(qpos_b)) * inv_log_len;
-    }
 
     // ---- O-warp identity and its accumulator
     const int om = warp / WON, on = warp % WON;
@@ -497,7 +513,7 @@ struct Verify {
     // ---- per-lane ldmatrix addressing, fixed for the segment
     // S: A = Q rows wm*16 + (lane & 15), chunk 2kk + (lane >> 4); B = K rows wn*SN + (lane & 7) + 8*(lane >> 4),
     //    chunk 2kk + ((lane >> 3) & 1)
-    const int q_row = wm * 16 + (lane & 15), k_row = wn * SN + (lane & 7) + ((lane >> 4) << 3);
+    const int q_row = wm * S_MT * 16 + (lane & 15), k_row = wn * SN + (lane & 7) + ((lane >> 4) << 3);
     const uint32_t q_row_off = q_row * QCH * 16, k_row_off = k_row * QCH * 16;
     const LaneSwizzle<QCH> q_swz(q_row, lane >> 4), k_swz(k_row, (lane >> 3) & 1);
     // P V: A = P rows om*OM + (lane & 15), chunk 2ks + (lane >> 4); B = V rows (lane & 7) + 8*((lane >> 3) & 1),
@@ -511,10 +527,11 @@ struct Verify {
       const int chunk = (on * ON) / 8 + 2 * np + (lane >> 4);
       v_col_off[np] = swizzle<VROW_CHUNKS>(v_row, chunk) - v_row * VROW_CHUNKS * 16;
     }
-    // kFrag8, compact steps: K lane L reads key row wn*SN + L (n-tile L / 8), 16-byte chunk kk of the fp8 row;
-    // V lanes read the fp8 rows v_row, chunks on*ON/16 + 2cp + (lane >> 4)
-    const int k8_row = wn * SN + lane;
+    // kFrag8, compact steps: K lane L reads key row wn*SN + (L & 15) (n-tile (L >> 3) & 1), 16-byte chunk
+    // 2kk2 + (L >> 4) of the fp8 row; V lanes read the fp8 rows v_row, chunks on*ON/16 + 2cp + (lane >> 4)
+    const int k8_row = wn * SN + (lane & 15);
     const uint32_t k8_row_off = k8_row * QCH8 * 16;
+    const int k8_x = (k8_row & 7) ^ (lane >> 4);  // swizzle<QCH8>(k8_row, c + (lane >> 4)) = (c ^ k8_x) * 16, c even
     const uint32_t v8_row_off = v_row * VCH8 * 16;
     uint32_t v8_col_off[kFrag8 ? ON / 32 : 1];
 #pragma unroll
@@ -554,31 +571,40 @@ struct Verify {
       const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
       // ---- S = Q K^T for this warp's 16 x SN tile. Fragments for k-step kk+1 are loaded before the MMAs
       // of step kk (the asm statements keep source order, so the pipelining is written out here).
-      float acc[S_NT][4];
+      float acc[S_MT][S_NT][4];
 #pragma unroll
-      for (int nt = 0; nt < S_NT; ++nt)
+      for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+        for (int nt = 0; nt < S_NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
       const uint32_t qa = q_base + q_row_off;
       if (kFrag8 && compact) {
-        // fp8 K fragments: one ldmatrix gives a lane 4 bytes (d 16kk + 4t4 .. +3) of its key row in each of
-        // the 4 n-tiles; widened in registers into the permuted k order of Q
+        // fp8 K fragments: one ldmatrix gives a lane 4 bytes (d 16kk + 4t4 .. +3) of its key row for both n-tiles
+        // and two k-steps (matrices: n-tile 0 / 1 of k-step 2kk2, then of 2kk2 + 1); each is widened in
+        // registers into the permuted k order of Q and serves both m-tiles
         const uint32_t kb8 = k_base + k8_row_off;
-        uint32_t a[2][4], kr[2][4];
-        auto load = [&](int kk, int buf) {
-          ldmatrix_x4(a[buf], qa + q_swz(2 * kk));
-          ldmatrix_x4(kr[buf], kb8 + ((kk ^ (k8_row & 7)) << 4));  // swizzle<QCH8>(k8_row, kk)
+        uint32_t a[2][2][S_MT][4], kr[2][4];
+        auto load = [&](int kk2, int buf) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int mt = 0; mt < S_MT; ++mt) ldmatrix_x4(a[buf][j][mt], qa + mt * 16 * QCH * 16 + q_swz(2 * (2 * kk2 + j)));
+          ldmatrix_x4(kr[buf], kb8 + (((2 * kk2) ^ k8_x) << 4));
         };
         load(0, 0);
 #pragma unroll
-        for (int kk = 0; kk < DQK / 16; ++kk) {
-          if (kk + 1 < DQK / 16) load(kk + 1, (kk + 1) & 1);
+        for (int kk2 = 0; kk2 < DQK / 32; ++kk2) {
+          if (kk2 + 1 < DQK / 32) load(kk2 + 1, (kk2 + 1) & 1);
 #pragma unroll
-          for (int nt = 0; nt < S_NT; ++nt) {
-            uint32_t b0, b1;
-            e4m3x4_frag<T>(kr[kk & 1][nt], b0, b1);
-            mma_16816<T>(acc[nt], a[kk & 1], b0, b1);
-          }
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int nt = 0; nt < S_NT; ++nt) {
+              uint32_t b0, b1;
+              e4m3x4_frag<T>(kr[kk2 & 1][2 * j + nt], b0, b1);
+#pragma unroll
+              for (int mt = 0; mt < S_MT; ++mt) mma_16816<T>(acc[mt][nt], a[kk2 & 1][j][mt], b0, b1);
+            }
         }
       } else if (kFrag8) {
         // the tail step of an fp8 tile: K rows in T (prefix rows widened in shared memory), read in Q's permuted
@@ -586,13 +612,17 @@ struct Verify {
         const uint8_t* kt = smem + OFF_K + stage * C.k_stage_bytes();
 #pragma unroll 1
         for (int kk = 0; kk < DQK / 16; ++kk) {
-          uint32_t a[4];  // (LaneSwizzle takes compile-time chunks only: a runtime index would put it in local memory)
-          ldmatrix_x4(a, q_base + swizzle<QCH>(q_row, 2 * kk + (lane >> 4)));
+          uint32_t a[S_MT][4];  // (LaneSwizzle takes compile-time chunks only: a runtime index would put it in local memory)
+#pragma unroll
+          for (int mt = 0; mt < S_MT; ++mt)
+            ldmatrix_x4(a[mt], q_base + swizzle<QCH>(q_row + mt * 16, 2 * kk + (lane >> 4)));
 #pragma unroll
           for (int nt = 0; nt < S_NT; ++nt) {
             const int row = wn * SN + nt * 8 + g;
             const uint2 w = *reinterpret_cast<const uint2*>(kt + swizzle<QCH>(row, 2 * kk + (t4 >> 1)) + (t4 & 1) * 8);
-            mma_16816<T>(acc[nt], a, prmt(w.x, w.y, 0x5410u), prmt(w.x, w.y, 0x7632u));
+            const uint32_t b0 = prmt(w.x, w.y, 0x5410u), b1 = prmt(w.x, w.y, 0x7632u);
+#pragma unroll
+            for (int mt = 0; mt < S_MT; ++mt) mma_16816<T>(acc[mt][nt], a[mt], b0, b1);
           }
         }
       } else {
@@ -621,7 +651,7 @@ struct Verify {
         for (int kk = 0; kk < DQK / 16; ++kk) {
           if (kk + 1 < DQK / 16) load(kk + 1, (kk + 1) & 1);
 #pragma unroll
-          for (int nt = 0; nt < S_NT; ++nt) mma_16816<T>(acc[nt], a[kk & 1], b[kk & 1][nt][0], b[kk & 1][nt][1]);
+          for (int nt = 0; nt < S_NT; ++nt) mma_16816<T>(acc[0][nt], a[kk & 1], b[kk & 1][nt][0], b[kk & 1][nt][1]);
         }
       }
 
@@ -630,7 +660,9 @@ struct Verify {
       const int key0 = step * BN + wn * SN;
       const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end of the request
       const bool all_prefix = !tail;
-      float mx_a = -INFINITY, mx_b = -INFINITY;
+      float mx[S_MT][2];
+#pragma unroll
+      for (int mt = 0; mt < S_MT; ++mt) mx[mt][0] = mx[mt][1] = -INFINITY;
       if (MODS ? uniform_step(p, s, step, tail, tok_max) : !tail) {
         // a step of prefix keys only, and (MODS) no window boundary, cap or temperature: one uniform scale
         // (MODS: k_scale folded in), no per-element tests. Written as its own branch: with the tail test
@@ -638,86 +670,96 @@ struct Verify {
         // v8).
         const float scale = MODS ? p.scale_log2_prefix : p.scale_log2;
 #pragma unroll
-        for (int nt = 0; nt < S_NT; ++nt) {
+        for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[nt][e] *= scale;
-          mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
-          mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
-        }
+          for (int nt = 0; nt < S_NT; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][nt][e] *= scale;
+            mx[mt][0] = fmaxf(mx[mt][0], fmaxf(acc[mt][nt][0], acc[mt][nt][1]));
+            mx[mt][1] = fmaxf(mx[mt][1], fmaxf(acc[mt][nt][2], acc[mt][nt][3]));
+          }
       } else if (!MODS) {
         // the step that reaches the draft tokens or the end of the request
 #pragma unroll
-        for (int nt = 0; nt < S_NT; ++nt) {
+        for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float v = acc[nt][e] * p.scale_log2;
-            const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
-            const int tok = e < 2 ? tok_a : tok_b;
-            if (pos >= s.len) v = -INFINITY;
-            else if (pos >= s.plen && (tok >= s.n || !tree_visible(p, s, tok, pos - s.plen))) v = -INFINITY;
-            acc[nt][e] = v;
+          for (int nt = 0; nt < S_NT; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              float v = acc[mt][nt][e] * p.scale_log2;
+              const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
+              const int tk = tok[mt][e >> 1];
+              if (pos >= s.len) v = -INFINITY;
+              else if (pos >= s.plen && (tk >= s.n || !tree_visible(p, s, tk, pos - s.plen))) v = -INFINITY;
+              acc[mt][nt][e] = v;
+            }
+            mx[mt][0] = fmaxf(mx[mt][0], fmaxf(acc[mt][nt][0], acc[mt][nt][1]));
+            mx[mt][1] = fmaxf(mx[mt][1], fmaxf(acc[mt][nt][2], acc[mt][nt][3]));
           }
-          mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
-          mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
-        }
       } else {
         // SGLang's order: s = sm_scale (x k_scale for the prefix) q.k, cap, temperature; then the masks
         // (tree, sliding window: token i at position P + i sees prefix key p iff P + i <= p + W and
         // draft j iff i <= j + W)
 #pragma unroll
-        for (int nt = 0; nt < S_NT; ++nt) {
+        for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
-            const int tok = e < 2 ? tok_a : tok_b;
-            const bool pre = pos < s.plen;
-            float v = acc[nt][e] * (pre ? p.scale_nat_prefix : p.scale_nat);
-            if (p.logit_cap > 0.f) v = p.logit_cap * tanh_clamped(v * p.inv_logit_cap);
-            v *= e < 2 ? rowmul_a : rowmul_b;
-            if (pos >= s.len) {
-              v = -INFINITY;
-            } else if (pre) {
-              if (p.window > 0 && s.plen + tok > pos + p.window) v = -INFINITY;
-            } else {
-              const int j = pos - s.plen;
-              if (tok >= s.n || !tree_visible(p, s, tok, j) || (p.window > 0 && tok > j + p.window)) v = -INFINITY;
+          for (int nt = 0; nt < S_NT; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
+              const int tk = tok[mt][e >> 1];
+              const bool pre = pos < s.plen;
+              float v = acc[mt][nt][e] * (pre ? p.scale_nat_prefix : p.scale_nat);
+              if (p.logit_cap > 0.f) v = p.logit_cap * tanh_clamped(v * p.inv_logit_cap);
+              v *= rowmul[mt][e >> 1];
+              if (pos >= s.len) {
+                v = -INFINITY;
+              } else if (pre) {
+                if (p.window > 0 && s.plen + tk > pos + p.window) v = -INFINITY;
+              } else {
+                const int j = pos - s.plen;
+                if (tk >= s.n || !tree_visible(p, s, tk, j) || (p.window > 0 && tk > j + p.window)) v = -INFINITY;
+              }
+              acc[mt][nt][e] = v;
             }
-            acc[nt][e] = v;
+            mx[mt][0] = fmaxf(mx[mt][0], fmaxf(acc[mt][nt][0], acc[mt][nt][1]));
+            mx[mt][1] = fmaxf(mx[mt][1], fmaxf(acc[mt][nt][2], acc[mt][nt][3]));
           }
-          mx_a = fmaxf(mx_a, fmaxf(acc[nt][0], acc[nt][1]));
-          mx_b = fmaxf(mx_b, fmaxf(acc[nt][2], acc[nt][3]));
-        }
       }
-      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-      mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-      mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+#pragma unroll
+      for (int mt = 0; mt < S_MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mx[mt][h] = fmaxf(mx[mt][h], __shfl_xor_sync(0xffffffffu, mx[mt][h], 1));
+          mx[mt][h] = fmaxf(mx[mt][h], __shfl_xor_sync(0xffffffffu, mx[mt][h], 2));
+        }
       if (t4 == 0) {
-        red_max[wn * BM + srow_a] = mx_a;
-        red_max[wn * BM + srow_b] = mx_b;
+#pragma unroll
+        for (int mt = 0; mt < S_MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) red_max[wn * BM + srow[mt][h]] = mx[mt][h];
       }
       __syncthreads();  // (A) partial row maxima of every S warp are in shared memory
 
       // ---- online softmax: new running max, P = exp2(S - m) to shared memory, rescale factor
-      {
-        float m_new_a = m_run_a, m_new_b = m_run_b;
 #pragma unroll
-        for (int w = 0; w < WN; ++w) {
-          m_new_a = fmaxf(m_new_a, red_max[w * BM + srow_a]);
-          m_new_b = fmaxf(m_new_b, red_max[w * BM + srow_b]);
+      for (int mt = 0; mt < S_MT; ++mt) {
+        float m_new[2], use[2], alpha[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          m_new[h] = m_run[mt][h];
+#pragma unroll
+          for (int w = 0; w < WN; ++w) m_new[h] = fmaxf(m_new[h], red_max[w * BM + srow[mt][h]]);
+          // a row that has seen only masked keys keeps m = -inf; exp2(-inf - 0) = 0 keeps its P at 0
+          use[h] = m_new[h] == -INFINITY ? 0.f : m_new[h];
+          alpha[h] = m_new[h] == -INFINITY ? 1.f : exp2f(m_run[mt][h] - m_new[h]);
         }
-        // a row that has seen only masked keys keeps m = -inf; exp2(-inf - 0) = 0 keeps its P at 0
-        const float use_a = m_new_a == -INFINITY ? 0.f : m_new_a;
-        const float use_b = m_new_b == -INFINITY ? 0.f : m_new_b;
-        const float alpha_a = m_new_a == -INFINITY ? 1.f : exp2f(m_run_a - m_new_a);
-        const float alpha_b = m_new_b == -INFINITY ? 1.f : exp2f(m_run_b - m_new_b);
-        float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
         for (int nt = 0; nt < S_NT; ++nt) {
-          float p0 = exp2_ftz(acc[nt][0] - use_a), p1 = exp2_ftz(acc[nt][1] - use_a);
-          float p2 = exp2_ftz(acc[nt][2] - use_b), p3 = exp2_ftz(acc[nt][3] - use_b);
-          sum_a += p0 + p1;
-          sum_b += p2 + p3;
+          float p0 = exp2_ftz(acc[mt][nt][0] - use[0]), p1 = exp2_ftz(acc[mt][nt][1] - use[0]);
+          float p2 = exp2_ftz(acc[mt][nt][2] - use[1]), p3 = exp2_ftz(acc[mt][nt][3] - use[1]);
+          sum[0] += p0 + p1;
+          sum[1] += p2 + p3;
           if (MODS && p.v_scale != 1.f) {
             // prefix values count v_scale times: folded into P (the row sums above stay unscaled)
             const int pos0 = key0 + nt * 8 + 2 * t4;
@@ -726,18 +768,16 @@ struct Verify {
           }
           const int chunk = (wn * SN + nt * 8) / 8;
           const uint32_t off_in_chunk = 4 * t4;  // two 16-bit values per thread
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow_a, chunk) + off_in_chunk),
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow[mt][0], chunk) + off_in_chunk),
                        "r"(pack2<T>(p0, p1)));
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow_b, chunk) + off_in_chunk),
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow[mt][1], chunk) + off_in_chunk),
                        "r"(pack2<T>(p2, p3)));
         }
-        l_a = l_a * alpha_a + sum_a;
-        l_b = l_b * alpha_b + sum_b;
-        m_run_a = m_new_a;
-        m_run_b = m_new_b;
-        if (wn == 0 && t4 == 0) {
-          alpha_s[srow_a] = alpha_a;
-          alpha_s[srow_b] = alpha_b;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          l_run[mt][h] = l_run[mt][h] * alpha[h] + sum[h];
+          m_run[mt][h] = m_new[h];
+          if (wn == 0 && t4 == 0) alpha_s[srow[mt][h]] = alpha[h];
         }
       }
       __syncthreads();  // (B) P and the rescale factors are in shared memory
@@ -868,19 +908,20 @@ struct Verify {
       }
     }
 
-    // ---- epilogue: combine the S warps' partial row sums, normalise, write
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-    if (t4 == 0) {
-      l_part[wn * BM + srow_a] = l_a;
-      l_part[wn * BM + srow_b] = l_b;
-      if (wn == 0) {
-        m_fin[srow_a] = m_run_a;
-        m_fin[srow_b] = m_run_b;
+    // ---- epilogue: combine the S warps' partial row sums, normalise, write (kStatsAlias: l_part is red_max's
+    // space, free since every warp passed the last step's barrier B)
+#pragma unroll
+    for (int mt = 0; mt < S_MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float l = l_run[mt][h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        if (t4 == 0) {
+          l_part[wn * BM + srow[mt][h]] = l;
+          if (wn == 0) m_fin[srow[mt][h]] = m_run[mt][h];
+        }
       }
-    }
     __syncthreads();
 
     const bool final_out = num_splits == 1;
