@@ -150,6 +150,18 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   static const bool wide_only = env_is_1("FLASHVERIFY_COMBINE_WIDE");
   const int64_t wide_blocks = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * std::max(1, p.head_dim_v / 128);
   plan->combine_cols = wide_blocks < int64_t(props.num_sms) && !wide_only ? 32 : std::min(128, p.head_dim_v);
+  // Warps a combine unit: about one per 8 splits the unit's request is expected to have (a split request
+  // holds one slot a partition it meets: (parts + B - 1) / B on average), so a batch of requests split a
+  // few ways merges with one warp a row (16 rows a block) instead of a block a row; 16 for batch 1. A
+  // request split far more ways than the average (a ragged batch) still merges, a warp taking several
+  // rounds of 8 loads. FLASHVERIFY_COMBINE_WPR=1|2|4|8|16 forces it (benchmark A/B, tests).
+  const int64_t expected_splits = ceil_div(parts + p.batch_size - 1, std::max(1, p.batch_size));
+  plan->combine_wpr = 1;
+  while (plan->combine_wpr < 16 && int64_t(plan->combine_wpr) * 8 < expected_splits) plan->combine_wpr *= 2;
+  if (const char* v = std::getenv("FLASHVERIFY_COMBINE_WPR")) {
+    const int w = std::atoi(v);
+    if (w == 1 || w == 2 || w == 4 || w == 8 || w == 16) plan->combine_wpr = w;
+  }
   if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)
     plan->mask_words = static_cast<int>(ceil_div(p.max_draft, 32));
 

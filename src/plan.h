@@ -47,6 +47,7 @@ struct Plan {
   bool inline_plan = false;      // no prepare kernel: the verify kernel plans (and reads byte masks directly)
   bool pdl = false;              // the combine is a programmatic dependent launch of the verify kernel
   int combine_cols = 0;          // output columns per combine block (128, or 32 when few rows would leave SMs idle)
+  int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits
   // workspace layout, bytes from its start
   std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;
 };

@@ -1,7 +1,9 @@
-// Merges the partial (o, lse) states of split requests. One block per (request, draft token, q head,
-// COLS-column slice: min(Dv, 128), or 32 when the batch has too few rows to fill the GPU): the merge is a
-// weighted mean with weights 2^(lse_s - max lse), summed in split order, so the result does not depend on
-// timing (deterministic). A request nobody split was written by the verify kernel directly and is skipped
+// Merges the partial (o, lse) states of split requests. Work unit: (request, draft token, q head, COLS-column
+// slice: min(Dv, 128), or 32 when the batch has too few rows to fill the GPU). A unit gets wpr warps
+// (VerifyParams::combine_wpr: 16 when its request is expected to be split many ways, down to 1 for batches
+// whose requests are split a few ways) and a block 16 / wpr units. The merge is a weighted mean with
+// weights 2^(lse_s - max lse), summed in split order and then in warp order, so the result does not depend
+// on timing (deterministic). A request nobody split was written by the verify kernel directly and is skipped
 // here.
 #pragma once
 
@@ -15,10 +17,11 @@ namespace fv {
 
 constexpr int kCombineWarps = 16;
 constexpr int kCombineThreads = 32 * kCombineWarps;
+constexpr int kCombineBatch = 8;  // split loads a warp issues before it uses any (one memory round trip a batch)
 
-// One block per (request, draft token, q head, COLS-column slice); its 16 warps take every 16th split,
-// so a request split 100 ways has all its loads in flight at once. The warps'
-// partial sums are added in warp order: the merge does not depend on timing (deterministic).
+// A block holds 16 / wpr units, wpr consecutive warps a unit; a unit's warps take every wpr-th split, so a
+// request split 100 ways (wpr 16) has all its loads in flight at once, and a request split 3 ways (wpr 1)
+// costs one warp a row instead of a block.
 template <class T, int DV, int COLS>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ VerifyParams p) {
   static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
@@ -28,7 +31,11 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   __shared__ float part_w[kCombineWarps];
   __shared__ float red[kCombineWarps];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int64_t rest = blockIdx.x;
+  const int wpr = p.combine_wpr;  // 1, 2, 4, 8 or 16
+  const int sub = warp & (wpr - 1);
+  const int64_t unit = int64_t(blockIdx.x) * (kCombineWarps / wpr) + warp / wpr;
+  bool active = unit < int64_t(p.batch) * p.max_draft * p.num_q_heads * SLICES;
+  int64_t rest = active ? unit : 0;
   const int slice = static_cast<int>(rest % SLICES);
   rest /= SLICES;
   const int h = static_cast<int>(rest % p.num_q_heads);
@@ -39,29 +46,29 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
   pdl_wait_primary();
   const int32_t* sched = p.sched;
-  const int ns = sched[SchedLayout::num_splits(p.batch) + b];
-  if (ns <= 1) return;
-  const int64_t qo0 = load_index(p.qo_indptr, b, p.qo_i64);
-  const int n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
-  if (i >= n) return;
-  const int slot0 = sched[SchedLayout::slot_offset(p.batch) + b];
+  const int ns = active ? sched[SchedLayout::num_splits(p.batch) + b] : 0;
+  active = active && ns > 1;
+  const int64_t qo0 = active ? load_index(p.qo_indptr, b, p.qo_i64) : 0;
+  if (active) active = i < static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
+  // (no return before the barrier below: the block's other units may need it)
+  const int slot0 = active ? sched[SchedLayout::slot_offset(p.batch) + b] : 0;
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
   const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
 
   // Each warp streams its splits in batches of kBatch: all loads of a batch are issued before any is
   // used (one memory round trip a batch), and a running maximum rescales what was summed before, so no
   // separate pass over the lse values is needed.
-  constexpr int kBatch = 8;
+  constexpr int kBatch = kCombineBatch;
   float m = -INFINITY, wsum = 0.f;
   float acc[VEC];
 #pragma unroll
   for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
   const float* src = p.part_o + row0 * DV + slice * COLS + lane * VEC;
-  for (int s0 = warp; s0 < ns; s0 += kCombineWarps * kBatch) {
+  for (int s0 = sub; active && s0 < ns; s0 += wpr * kBatch) {
     float lse[kBatch], x[kBatch][VEC];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int s = s0 + u * kCombineWarps;
+      const int s = s0 + u * wpr;
       lse[u] = -INFINITY;
       if (s < ns) {
         lse[u] = p.part_lse[row0 + s * split_stride];
@@ -97,30 +104,31 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
     }
     m = mb;
   }
+  if (wpr > 1) {
+    // merge the unit's warps' states, in warp order
 #pragma unroll
-  for (int v = 0; v < VEC; ++v) part[warp][lane * VEC + v] = acc[v];
-  if (lane == 0) {
-    part_w[warp] = wsum;
-    red[warp] = m;
-  }
-  __syncthreads();
-  if (warp != 0) return;
-  // merge the warps' states, in warp order
-  m = -INFINITY;
+    for (int v = 0; v < VEC; ++v) part[warp][lane * VEC + v] = acc[v];
+    if (lane == 0) {
+      part_w[warp] = wsum;
+      red[warp] = m;
+    }
+    __syncthreads();
+    if (sub != 0) return;
+    m = -INFINITY;
+    for (int w = warp; w < warp + wpr; ++w) m = fmaxf(m, red[w]);
+    wsum = 0.f;
 #pragma unroll
-  for (int w = 0; w < kCombineWarps; ++w) m = fmaxf(m, red[w]);
-  wsum = 0.f;
+    for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
+    if (m != -INFINITY) {
+      for (int w = warp; w < warp + wpr; ++w) {
+        const float scale = exp2f(red[w] - m);
+        wsum += scale * part_w[w];
 #pragma unroll
-  for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
-  if (m != -INFINITY) {
-#pragma unroll
-    for (int w = 0; w < kCombineWarps; ++w) {
-      const float scale = exp2f(red[w] - m);
-      wsum += scale * part_w[w];
-#pragma unroll
-      for (int v = 0; v < VEC; ++v) acc[v] += scale * part[w][lane * VEC + v];
+        for (int v = 0; v < VEC; ++v) acc[v] += scale * part[w][lane * VEC + v];
+      }
     }
   }
+  if (!active) return;
   // a sink adds exp(sink) to the denominator (log2 domain here), once, after the splits are merged
   if (p.sinks != nullptr && wsum > 0.f) wsum += exp2f(p.sinks[h] * 1.4426950408889634f - m);
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;

@@ -71,7 +71,9 @@ cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, 
 // columns a block merges (Plan::combine_cols: 32, or 128 / Dv)
 template <class T>
 cudaError_t launch_combine_for(int dv, int cols, const VerifyParams& p, bool pdl, cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>(int64_t(p.batch) * p.max_draft * p.num_q_heads * (dv / cols));
+  const int64_t units = int64_t(p.batch) * p.max_draft * p.num_q_heads * (dv / cols);
+  const int64_t per_block = kCombineWarps / p.combine_wpr;
+  const unsigned blocks = static_cast<unsigned>((units + per_block - 1) / per_block);
   const bool narrow = cols == 32;
   switch (dv) {
     case 64: return narrow ? launch_combine_dv<T, 64, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 64, 64>(p, blocks, pdl, s);
@@ -237,6 +239,7 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.part_lse = reinterpret_cast<float*>(ws + plan.off_part_lse);
   p.part_o = reinterpret_cast<float*>(ws + plan.off_part_o);
   p.num_parts = plan.num_parts;
+  p.combine_wpr = plan.combine_wpr;
   p.block_n = cfg.bn;
   static const int overhead_env = env_int("FLASHVERIFY_OVERHEAD", 0);
   static const int min_cost_env = env_int("FLASHVERIFY_MIN_PART_COST", 0);

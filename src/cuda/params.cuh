@@ -66,6 +66,7 @@ struct VerifyParams {
   float* part_o;        // [slots, max_draft, Hq, Dv], normalised
 
   int kv8_a16;  // fp8 pool strides are multiples of 16 bytes: 16-byte copies allowed
+  int combine_wpr;  // warps a combine unit (Plan::combine_wpr)
 };
 
 template <bool I64>

@@ -187,6 +187,34 @@ TEST(Plan, CombineSlicesNarrowOnlyWhenRowsLeaveMultiprocessorsIdle) {
   EXPECT_EQ(plan.combine_cols, 128);
 }
 
+TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
+  fv::Plan plan;
+  fv_problem g = mla_problem(8, 8, 1);  // GQA 8/1 d128 batch 1: one request takes every partition
+  g.head_dim_qk = g.head_dim_v = 128;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  ASSERT_GT(plan.num_parts, 128);
+  EXPECT_EQ(plan.combine_wpr, 16);
+  g = mla_problem(32, 8, 16);  // GQA 32/8 batch 16: (33 partitions + 15) / 16 = 3 splits a request
+  g.num_kv_heads = 8;
+  g.head_dim_qk = g.head_dim_v = 128;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 1);
+  g.batch_size = 4;  // (33 + 3) / 4 = 9 splits: 2 warps
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 2);
+  g.num_kv_splits = 1000;  // a forced split count counts the same way
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 16);
+  {
+    const fvt::ScopedEnv forced("FLASHVERIFY_COMBINE_WPR", "4");
+    ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+    EXPECT_EQ(plan.combine_wpr, 4);
+  }
+  const fvt::ScopedEnv bad("FLASHVERIFY_COMBINE_WPR", "3");  // not a power of two up to 16: ignored
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 16);
+}
+
 TEST(Plan, SplitCountsFollowTheGrid) {
   EXPECT_EQ(fv::choose_num_parts(2, 132), 66);
   EXPECT_EQ(fv::choose_num_parts(1, 264), 264);

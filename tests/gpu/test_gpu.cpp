@@ -318,6 +318,36 @@ INSTANTIATE_TEST_SUITE_P(Gpu, Layouts, ::testing::Values(0, 1, 2), [](const ::te
   return i.param == 0 ? std::string("mla_auto") : i.param == 1 ? std::string("mla_small_smem") : std::string("gqa128");
 });
 
+// The combine's warps a (row, column slice) unit, forced to each value (the plan picks 1..16 from the
+// expected split count; FLASHVERIFY_COMBINE_WPR overrides it): every one against the oracle, with a few and
+// with the most splits. The GQA layout has 3 x 7 x 6 = 126 units, so blocks of 4 and 16 units end part-full.
+TEST(Combine, EveryWarpCountMatchesOracle) {
+  REQUIRE_GPU();
+  for (bool mla : {false, true}) {
+    for (int splits : {3, 4096}) {
+      CaseSpec s = fixed_case(mla, FV_PROFILE_AUTO, fvt::session_seed() + 60 + splits + mla);
+      s.max_draft = 7;
+      s.draft = {7, 5, 7};
+      if (!mla) {
+        s.hq = 6;
+        s.hkv = 2;
+      }
+      s.sinks = splits == 3;  // the sink joins after the merge
+      s.num_kv_splits = splits;
+      const HostProblem hp = fvt::make_problem(s);
+      fvt::Reference ref;
+      ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
+      for (const char* wpr : {"1", "2", "4", "8", "16"}) {
+        const fvt::ScopedEnv forced("FLASHVERIFY_COMBINE_WPR", wpr);
+        fvt::Comparison c;
+        const std::string label = std::string(mla ? "mla" : "gqa") + " splits=" + std::to_string(splits) + " wpr=" + wpr;
+        ASSERT_NO_FATAL_FAILURE(check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), label.c_str(), &c));
+        std::printf("[ combine  ] %-28s rel L2 %.3e\n", label.c_str(), c.rel_l2);
+      }
+    }
+  }
+}
+
 TEST(Edges, LongPrefixesAndLargeTrees) {
   REQUIRE_GPU();
   // the lengths the issue names, a few at a time, fast and naive against the oracle
