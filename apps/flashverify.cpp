@@ -263,6 +263,11 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     };
     add("mla h16 n8 p32k b1 [mods]", scaled(uniform(true, 16, 1, 0, 8, 32768, 1)));
     add("gqa32/8 d128 n8 p32k b16 [mods]", scaled(uniform(false, 32, 8, 128, 8, 32768, 16)));
+    // an fp16 model: its fp8 tiles widen with the hardware e4m3x2 -> f16x2 conversion (bf16 models: bit moves)
+    CaseSpec f16 = uniform(false, 32, 8, 128, 8, 32768, 16);
+    f16.dtype = FV_DTYPE_FP16;
+    add("gqa32/8 d128 n8 p32k b16 fp16", f16);
+    add("gqa32/8 d128 n8 p32k b16 fp16 [fp8 kv]", fvt::with_fp8(f16, 0.5f, 1.5f));
     add("mla h16 n8 p4k b1", uniform(true, 16, 1, 0, 8, 4096, 1));
     add("mla h16 n8 p32k b16", uniform(true, 16, 1, 0, 8, 32768, 16));
     add("mla h16 n64 p32k b1", uniform(true, 16, 1, 0, 64, 32768, 1));
