@@ -185,12 +185,6 @@ struct Verify {
     int rows;             // group * n
   };
 
-  // Where a step's rows live: unit u puts its K rows at OFF_K + u * K_UNIT and its V rows at OFF_V + u * V_UNIT
-  // (a unit is a stage, or half a stage in the kFrag8 tiles: see step_buf).
-  struct Buf {
-    int u;
-  };
-
   // Raw index values of the rows this thread copies in a future step, loaded one step early so that
   // the dependent address arithmetic does not stall the issue of the copies.
   struct RowIdx {
@@ -213,10 +207,10 @@ struct Verify {
 
   // compact (kFrag8, a step of prefix keys only): the fp8 rows are copied as they are, DQK (DV) bytes a row
   __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, int hk,
-                                    uint8_t* smem, Buf buf, bool compact) {
+                                    uint8_t* smem, int stage, bool compact) {
     const int r0 = threadIdx.x / KCopy::TPR, c0 = threadIdx.x % KCopy::TPR;
-    const uint32_t k_base = smem_addr(smem + OFF_K + buf.u * K_UNIT);
-    const uint32_t v_base = smem_addr(smem + OFF_V + buf.u * V_UNIT);
+    const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
+    const uint32_t v_base = smem_addr(smem + OFF_V + stage * C.v_stage_bytes());
 #pragma unroll
     for (int pass = 0; pass < KCopy::PASSES; ++pass) {
       const int row = r0 + pass * KCopy::RP;
@@ -311,11 +305,11 @@ struct Verify {
   // KV8: widen the fp8 prefix rows this thread copied into `stage` for `step` (its own cp.async groups for
   // the stage are complete; no other thread touches these slots) to T, in place. PASS_LO..PASS_HI-1: the
   // row passes to widen (early widening spreads them over the P V product).
-  __device__ static void widen_fp8(const VerifyParams& p, const Seg& s, int step, uint8_t* smem, Buf buf,
+  __device__ static void widen_fp8(const VerifyParams& p, const Seg& s, int step, uint8_t* smem, int stage,
                                    int pass_lo = 0, int pass_hi = KCopy::PASSES) {
     const int r0 = threadIdx.x / KCopy::TPR, c0 = threadIdx.x % KCopy::TPR;
-    uint8_t* kb = smem + OFF_K + buf.u * K_UNIT;
-    uint8_t* vb = smem + OFF_V + buf.u * V_UNIT;
+    uint8_t* kb = smem + OFF_K + stage * C.k_stage_bytes();
+    uint8_t* vb = smem + OFF_V + stage * C.v_stage_bytes();
     // 8 fp8 bytes at `src` -> 8 values of T (16 bytes) at `dst`
     auto widen8 = [](uint2 w, uint8_t* dst) {
       uint4 o;
@@ -431,42 +425,6 @@ struct Verify {
   // kFrag8: is `step` a step of prefix keys only (its rows are copied compact, as fp8 bytes)?
   __device__ static bool compact_step(const Seg& s, int step) { return kFrag8 && (step + 1) * BN <= s.plen; }
 
-  // kFrag8 tiles: a compact step's fp8 rows fill half a stage, so the nc compact steps of a segment (its
-  // first ones) rotate through 2 x STAGES half-stage slots and are fetched AHEAD = 2 STAGES - 1 steps ahead:
-  // twice the bytes in flight of fetching STAGES - 1 steps ahead (v9 measured fp8 taking as long as bf16:
-  // the same steps, half the bytes in flight). The steps that reach the draft tokens (at most 2 for these
-  // tiles, after the compact ones) take a whole stage each, one that no compact step in flight uses, and are
-  // fetched one step ahead. Other tiles: step `it` of the segment in stage it % STAGES, STAGES - 1 ahead.
-#ifdef FLASHVERIFY_FP8_WHOLE_STAGES  // A/B switch: the v9 pipeline (compact steps in whole stages)
-  static constexpr bool kHalfSlots = false;
-#else
-  static constexpr bool kHalfSlots = kFrag8;
-#endif
-  static constexpr int AHEAD = kHalfSlots ? 2 * STAGES - 1 : STAGES - 1;
-  static constexpr uint32_t K_UNIT = kHalfSlots ? C.k_stage_bytes() / 2 : C.k_stage_bytes();
-  static constexpr uint32_t V_UNIT = kHalfSlots ? C.v_stage_bytes() / 2 : C.v_stage_bytes();
-  static_assert(!kHalfSlots || (C.k_stage_bytes() == 2 * BN * QCH8 * 16 && C.v_stage_bytes() == 2 * BN * VCH8 * 16),
-                "a compact fp8 step fills half a stage");
-  __device__ static Buf step_buf(int it, int nc) {
-    if constexpr (kHalfSlots) {
-      if (it < nc) return {it % (2 * STAGES)};
-      // a whole stage: the one after the last compact step's, then the next
-      const int last = nc > 0 ? ((nc - 1) % (2 * STAGES)) >> 1 : STAGES - 1;
-      return {2 * ((last + 1 + (it - nc)) % STAGES)};
-    }
-    return {it % STAGES};
-  }
-  // kFrag8: the step (segment-relative) that the refill of iteration `it` fetches, or -1: compact steps
-  // it + AHEAD; the first non-compact step once the last compact one is under way, each later one a step ahead.
-  __device__ static int refill_step(int it, int nc, int nsteps) {
-    if (it + AHEAD < nc) return it + AHEAD;
-    return it + 1 >= nc && it + 1 < nsteps ? it + 1 : -1;
-  }
-  // ... and the steps its prologue fetches: the first AHEAD compact ones, or the first step when there are none
-  __device__ static bool prologue_step(int it, int nc, int nsteps) {
-    return it < nsteps && (it < nc || (it == 0 && nc == 0));
-  }
-
   // Is draft j visible to draft i of the segment's request? (i, j < n)
   __device__ static bool tree_visible(const VerifyParams& p, const Seg& s, int i, int j) {
     if (p.mask_kind == FV_MASK_CAUSAL) return j <= i;
@@ -512,26 +470,18 @@ struct Verify {
 
     __syncthreads();  // the previous segment is done with every shared buffer
 
-    // ---- prologue: Q tile + the first AHEAD key steps, each its own cp.async group (empty when the step is
-    // not fetched here: step it is always the it-th group)
+    // ---- prologue: Q tile + the first STAGES-1 key steps, each its own cp.async group
     load_q(p, s, m_tile, hk, smem);
-    const int nsteps = s.k_end - s.k_begin;
-    const int nc = kHalfSlots ? min(max(s.plen / BN - s.k_begin, 0), nsteps) : 0;  // compact steps (the first ones)
     RowIdx ri;
 #pragma unroll
-    for (int st = 0; st < AHEAD; ++st) {
-      if (kHalfSlots ? prologue_step(st, nc, nsteps) : s.k_begin + st < s.k_end) {
+    for (int st = 0; st < STAGES - 1; ++st) {
+      if (s.k_begin + st < s.k_end) {
         fetch_rows(p, s, s.k_begin + st, ri);
-        issue_rows(p, s, s.k_begin + st, ri, hk, smem, step_buf(st, nc), compact_step(s, s.k_begin + st));
+        issue_rows(p, s, s.k_begin + st, ri, hk, smem, st, compact_step(s, s.k_begin + st));
       }
       cp_async_commit();
     }
-    if constexpr (kHalfSlots) {
-      const int first = refill_step(0, nc, nsteps);
-      if (first >= 0) fetch_rows(p, s, s.k_begin + first, ri);
-    } else {
-      if (s.k_begin + STAGES - 1 < s.k_end) fetch_rows(p, s, s.k_begin + STAGES - 1, ri);
-    }
+    if (s.k_begin + STAGES - 1 < s.k_end) fetch_rows(p, s, s.k_begin + STAGES - 1, ri);
 
     // ---- S-warp identity and the draft tokens of its rows (for the tree mask): rows (wm * S_MT + mt) * 16 +
     // g + 8h, h = 0 (accumulator elements 0, 1) and 1 (elements 2, 3)
@@ -597,38 +547,28 @@ struct Verify {
 
     for (int step = s.k_begin; step < s.k_end; ++step) {
       const int it = step - s.k_begin;
-      const Buf buf = step_buf(it, nc);
+      const int stage = it % STAGES;
       const bool compact = compact_step(s, step);
-      // step it is the it-th cp.async group; AHEAD - 1 later ones may stay pending (kFrag8: a non-compact step
-      // was fetched one step ahead, after every earlier group: wait for all)
-      if (kHalfSlots && !compact) cp_async_wait<0>();
-      else cp_async_wait<AHEAD - 1>();
+      cp_async_wait<STAGES - 2>();
       // (early widening: the previous step widened this one, except for the segment's first step)
       if constexpr (kFrag8) {
         if (it == 0) permute_q(smem);
-        if (!compact) widen_fp8(p, s, step, smem, buf);
+        if (!compact) widen_fp8(p, s, step, smem, stage);
       } else if constexpr (KV8) {
-        if (!kWidenEarly || it == 0) widen_fp8(p, s, step, smem, buf);
+        if (!kWidenEarly || it == 0) widen_fp8(p, s, step, smem, stage);
       }
       __syncthreads();  // (W) step's tiles visible to all; every warp finished the previous step's P V
 
       // Refill the stage the previous step used, first thing (issuing MLA's refill after its S MMAs was
       // measured 5% slower: bench/NOTES.md v4)
-      if constexpr (kHalfSlots) {
-        const int next = refill_step(it, nc, nsteps);
-        if (next >= 0)
-          issue_rows(p, s, s.k_begin + next, ri, hk, smem, step_buf(next, nc), compact_step(s, s.k_begin + next));
-        cp_async_commit();
-        const int after = refill_step(it + 1, nc, nsteps);
-        if (after >= 0) fetch_rows(p, s, s.k_begin + after, ri);
-      } else {
+      {
         const int next = step + STAGES - 1;
-        if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, {(it + STAGES - 1) % STAGES}, compact_step(s, next));
+        if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES, compact_step(s, next));
         cp_async_commit();
         if (next + 1 < s.k_end) fetch_rows(p, s, next + 1, ri);
       }
 
-      const uint32_t k_base = smem_addr(smem + OFF_K + buf.u * K_UNIT);
+      const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
       // ---- S = Q K^T for this warp's 16 x SN tile. Fragments for k-step kk+1 are loaded before the MMAs
       // of step kk (the asm statements keep source order, so the pipelining is written out here).
       float acc[S_MT][S_NT][4];
@@ -669,7 +609,7 @@ struct Verify {
       } else if (kFrag8) {
         // the tail step of an fp8 tile: K rows in T (prefix rows widened in shared memory), read in Q's permuted
         // k order: d 16kk + 4t4 .. +3 of key row g with one 8-byte load
-        const uint8_t* kt = smem + OFF_K + buf.u * K_UNIT;
+        const uint8_t* kt = smem + OFF_K + stage * C.k_stage_bytes();
 #pragma unroll 1
         for (int kk = 0; kk < DQK / 16; ++kk) {
           uint32_t a[S_MT][4];  // (LaneSwizzle takes compile-time chunks only: a runtime index would put it in local memory)
@@ -844,7 +784,7 @@ struct Verify {
 
       // ---- O = O * alpha + P V for this warp's OM x ON block
       const uint32_t v_base =
-          V_IN_K ? k_base : smem_addr(smem + OFF_V + buf.u * V_UNIT);
+          V_IN_K ? k_base : smem_addr(smem + OFF_V + stage * C.v_stage_bytes());
       {
         // once a row's running max has settled its rescale factor is exactly 1: skip the O_MT x O_NT x 4
         // multiplies (15% of a step's instructions for MLA) when no row of this warp needs them
@@ -909,7 +849,7 @@ struct Verify {
       } else if (kFrag8) {
         // the tail step of an fp8 tile: V rows in T, read into the even-d / odd-d n-tiles with 4-byte loads of
         // (d 2g, 2g+1) from the keys 2t4, 2t4+1, 2t4+8, 2t4+9
-        const uint8_t* vt = smem + OFF_V + buf.u * V_UNIT;
+        const uint8_t* vt = smem + OFF_V + stage * C.v_stage_bytes();
 #pragma unroll 1
         for (int ks = 0; ks < KS; ++ks) {
           uint32_t a[O_MT][4];
@@ -958,10 +898,10 @@ struct Verify {
             // widen the next step's rows while this k-step's MMAs run: row pass q after k-step q * KS / PASSES
             // (the next step's cp.async group is the oldest one still pending)
             if (step + 1 < s.k_end) {
-              if (ks == 0) cp_async_wait<AHEAD - 1>();
+              if (ks == 0) cp_async_wait<STAGES - 2>();
 #pragma unroll
               for (int q = 0; q < KCopy::PASSES; ++q)
-                if (ks == q * KS / KCopy::PASSES) widen_fp8(p, s, step + 1, smem, step_buf(it + 1, nc), q, q + 1);
+                if (ks == q * KS / KCopy::PASSES) widen_fp8(p, s, step + 1, smem, (it + 1) % STAGES, q, q + 1);
             }
           }
         }
