@@ -4,7 +4,7 @@
 // whose requests are split a few ways) and a block 16 / wpr units. The merge is a weighted mean with
 // weights 2^(lse_s - max lse), summed in split order and then in warp order, so the result does not depend
 // on timing (deterministic). A request nobody split was written by the verify kernel directly and is skipped
-// here.
+// here. Two kernels: combine_block_kernel for wpr 16 (one unit a block) and combine_kernel for any wpr.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,135 @@ namespace fv {
 constexpr int kCombineWarps = 16;
 constexpr int kCombineThreads = 32 * kCombineWarps;
 constexpr int kCombineBatch = 8;  // split loads a warp issues before it uses any (one memory round trip a batch)
+
+// wpr 16: one block per unit, its 16 warps take every 16th split, so a request split 100 ways has all its
+// loads in flight at once. The warps' partial sums are added in warp order. This is the v9 kernel as it was
+// measured: combine_kernel below with wpr 16 computes the same (same loads, same order) but was measured
+// ~2 us slower at batch 1 (its block-wide merge loop has a run-time trip count, and blocks with nothing to
+// merge still pass the barrier and the loop), so the launcher takes this one for wpr 16 until a single
+// kernel is measured as fast (bench/NOTES.md, v10).
+template <class T, int DV, int COLS>
+__global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __grid_constant__ VerifyParams p) {
+  static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
+  constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)
+  constexpr int SLICES = DV / COLS;
+  __shared__ float part[kCombineWarps][COLS];
+  __shared__ float part_w[kCombineWarps];
+  __shared__ float red[kCombineWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t rest = blockIdx.x;
+  const int slice = static_cast<int>(rest % SLICES);
+  rest /= SLICES;
+  const int h = static_cast<int>(rest % p.num_q_heads);
+  rest /= p.num_q_heads;
+  const int i = static_cast<int>(rest % p.max_draft);
+  const int b = static_cast<int>(rest / p.max_draft);
+
+  // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
+  pdl_wait_primary();
+  const int32_t* sched = p.sched;
+  const int ns = sched[SchedLayout::num_splits(p.batch) + b];
+  if (ns <= 1) return;
+  const int64_t qo0 = load_index(p.qo_indptr, b, p.qo_i64);
+  const int n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
+  if (i >= n) return;
+  const int slot0 = sched[SchedLayout::slot_offset(p.batch) + b];
+  const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
+  const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
+
+  // Each warp streams its splits in batches of kBatch: all loads of a batch are issued before any is
+  // used (one memory round trip a batch), and a running maximum rescales what was summed before, so no
+  // separate pass over the lse values is needed.
+  constexpr int kBatch = kCombineBatch;
+  float m = -INFINITY, wsum = 0.f;
+  float acc[VEC];
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
+  const float* src = p.part_o + row0 * DV + slice * COLS + lane * VEC;
+  for (int s0 = warp; s0 < ns; s0 += kCombineWarps * kBatch) {
+    float lse[kBatch], x[kBatch][VEC];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int s = s0 + u * kCombineWarps;
+      lse[u] = -INFINITY;
+      if (s < ns) {
+        lse[u] = p.part_lse[row0 + s * split_stride];
+        const float* px = src + s * split_stride * DV;
+        if constexpr (VEC == 4) {
+          const float4 f = *reinterpret_cast<const float4*>(px);
+          x[u][0] = f.x; x[u][1] = f.y; x[u][2] = f.z; x[u][3] = f.w;
+        } else if constexpr (VEC == 1) {
+          x[u][0] = *px;
+        } else {
+          const float2 f = *reinterpret_cast<const float2*>(px);
+          x[u][0] = f.x; x[u][1] = f.y;
+        }
+      } else {
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) x[u][v] = 0.f;
+      }
+    }
+    float mb = m;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) mb = fmaxf(mb, lse[u]);
+    if (mb == -INFINITY) continue;  // nothing visible yet
+    const float scale = exp2f(m - mb);  // 0 when m was -inf
+    wsum *= scale;
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) acc[v] *= scale;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const float w = exp2f(lse[u] - mb);  // 0 for splits that saw nothing and for padding
+      wsum += w;
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) acc[v] += w * x[u][v];
+    }
+    m = mb;
+  }
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) part[warp][lane * VEC + v] = acc[v];
+  if (lane == 0) {
+    part_w[warp] = wsum;
+    red[warp] = m;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  // merge the warps' states, in warp order
+  m = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kCombineWarps; ++w) m = fmaxf(m, red[w]);
+  wsum = 0.f;
+#pragma unroll
+  for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
+  if (m != -INFINITY) {
+#pragma unroll
+    for (int w = 0; w < kCombineWarps; ++w) {
+      const float scale = exp2f(red[w] - m);
+      wsum += scale * part_w[w];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) acc[v] += scale * part[w][lane * VEC + v];
+    }
+  }
+  // a sink adds exp(sink) to the denominator (log2 domain here), once, after the splits are merged
+  if (p.sinks != nullptr && wsum > 0.f) wsum += exp2f(p.sinks[h] * 1.4426950408889634f - m);
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  const int64_t tok = qo0 + i;
+  const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;
+  if constexpr (VEC == 1) {
+    if (p.out_fp32) static_cast<float*>(p.out)[base] = acc[0] * inv;
+    else static_cast<T*>(p.out)[base] = from_float<T>(acc[0] * inv);
+  }
+#pragma unroll
+  for (int v = 0; v + 1 < VEC; v += 2) {
+    if (p.out_fp32) {
+      *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + v) = make_float2(acc[v] * inv, acc[v + 1] * inv);
+    } else {
+      *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + v) = pack2<T>(acc[v] * inv, acc[v + 1] * inv);
+    }
+  }
+  if (p.lse != nullptr && slice == 0 && lane == 0)
+    p.lse[tok * p.lse_stride_token + h] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+}
 
 // A block holds 16 / wpr units, wpr consecutive warps a unit; a unit's warps take every wpr-th split, so a
 // request split 100 ways (wpr 16) has all its loads in flight at once, and a request split 3 ways (wpr 1)

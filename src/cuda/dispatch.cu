@@ -62,7 +62,9 @@ cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, 
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
+  // wpr 16: one unit a block (combine.cuh says why that is its own kernel)
+  const cudaError_t err = p.combine_wpr == kCombineWarps ? cudaLaunchKernelEx(&cfg, combine_block_kernel<T, DV, COLS>, p)
+                                                         : cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
   if (err != cudaSuccess) cudaGetLastError();  // do not leave it for the next call to report
   return err;
 }
