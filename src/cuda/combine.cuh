@@ -19,55 +19,24 @@ constexpr int kCombineWarps = 16;
 constexpr int kCombineThreads = 32 * kCombineWarps;
 constexpr int kCombineBatch = 8;  // split loads a warp issues before it uses any (one memory round trip a batch)
 
-// wpr 16: one block per unit, its 16 warps take every 16th split, so a request split 100 ways has all its
-// loads in flight at once. The warps' partial sums are added in warp order. This is the v9 kernel as it was
-// measured: combine_kernel below with wpr 16 computes the same (same loads, same order) but was measured
-// ~2 us slower at batch 1 (its block-wide merge loop has a run-time trip count, and blocks with nothing to
-// merge still pass the barrier and the loop), so the launcher takes this one for wpr 16 until a single
-// kernel is measured as fast (bench/NOTES.md, v10).
-template <class T, int DV, int COLS>
-__global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __grid_constant__ VerifyParams p) {
-  static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
-  constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)
-  constexpr int SLICES = DV / COLS;
-  __shared__ float part[kCombineWarps][COLS];
-  __shared__ float part_w[kCombineWarps];
-  __shared__ float red[kCombineWarps];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int64_t rest = blockIdx.x;
-  const int slice = static_cast<int>(rest % SLICES);
-  rest /= SLICES;
-  const int h = static_cast<int>(rest % p.num_q_heads);
-  rest /= p.num_q_heads;
-  const int i = static_cast<int>(rest % p.max_draft);
-  const int b = static_cast<int>(rest / p.max_draft);
-
-  // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
-  pdl_wait_primary();
-  const int32_t* sched = p.sched;
-  const int ns = sched[SchedLayout::num_splits(p.batch) + b];
-  if (ns <= 1) return;
-  const int64_t qo0 = load_index(p.qo_indptr, b, p.qo_i64);
-  const int n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
-  if (i >= n) return;
-  const int slot0 = sched[SchedLayout::slot_offset(p.batch) + b];
-  const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
-  const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
-
-  // Each warp streams its splits in batches of kBatch: all loads of a batch are issued before any is
-  // used (one memory round trip a batch), and a running maximum rescales what was summed before, so no
-  // separate pass over the lse values is needed.
+// Streams one unit's splits first, first + step, ... < ns (none unless go) in batches of kCombineBatch: all
+// loads of a batch are issued before any is used (one memory round trip a batch), and a running maximum
+// rescales what was summed before, so no separate pass over the lse values is needed. src: the unit's
+// columns of split 0's partial output; row0: its partial-lse row.
+template <int DV, int VEC>
+__device__ __forceinline__ void stream_splits(const VerifyParams& p, const float* src, int64_t row0,
+                                              int64_t split_stride, int first, int step, int ns, bool go, float& m,
+                                              float& wsum, float (&acc)[VEC]) {
   constexpr int kBatch = kCombineBatch;
-  float m = -INFINITY, wsum = 0.f;
-  float acc[VEC];
+  m = -INFINITY;
+  wsum = 0.f;
 #pragma unroll
   for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
-  const float* src = p.part_o + row0 * DV + slice * COLS + lane * VEC;
-  for (int s0 = warp; s0 < ns; s0 += kCombineWarps * kBatch) {
+  for (int s0 = first; go && s0 < ns; s0 += step * kBatch) {
     float lse[kBatch], x[kBatch][VEC];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int s = s0 + u * kCombineWarps;
+      const int s = s0 + u * step;
       lse[u] = -INFINITY;
       if (s < ns) {
         lse[u] = p.part_lse[row0 + s * split_stride];
@@ -103,6 +72,72 @@ __global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __
     }
     m = mb;
   }
+}
+
+// Normalises a merged unit (a sink, when present, joins the denominator here) and writes its output columns
+// and, from its first slice, its LSE.
+template <class T, int VEC, int COLS>
+__device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float wsum, const float (&acc)[VEC], int h,
+                                           int64_t qo0, int i, int slice, int lane) {
+  // a sink adds exp(sink) to the denominator (log2 domain here), once, after the splits are merged
+  if (p.sinks != nullptr && wsum > 0.f) wsum += exp2f(p.sinks[h] * 1.4426950408889634f - m);
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  const int64_t tok = qo0 + i;
+  const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;
+  if constexpr (VEC == 1) {
+    if (p.out_fp32) static_cast<float*>(p.out)[base] = acc[0] * inv;
+    else static_cast<T*>(p.out)[base] = from_float<T>(acc[0] * inv);
+  }
+#pragma unroll
+  for (int v = 0; v + 1 < VEC; v += 2) {
+    if (p.out_fp32) {
+      *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + v) = make_float2(acc[v] * inv, acc[v + 1] * inv);
+    } else {
+      *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + v) = pack2<T>(acc[v] * inv, acc[v + 1] * inv);
+    }
+  }
+  if (p.lse != nullptr && slice == 0 && lane == 0)
+    p.lse[tok * p.lse_stride_token + h] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+}
+
+// wpr 16: one block per unit, its 16 warps take every 16th split, so a request split 100 ways has all its
+// loads in flight at once. The warps' partial sums are added in warp order. This is the v9 kernel as it was
+// measured: combine_kernel below with wpr 16 computes the same (same loads, same order) but was measured
+// ~2 us slower at batch 1 (its block-wide merge loop has a run-time trip count, and blocks with nothing to
+// merge still pass the barrier and the loop), so the launcher takes this one for wpr 16 until a single
+// kernel is measured as fast (bench/NOTES.md, v10).
+template <class T, int DV, int COLS>
+__global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __grid_constant__ VerifyParams p) {
+  static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
+  constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)
+  constexpr int SLICES = DV / COLS;
+  __shared__ float part[kCombineWarps][COLS];
+  __shared__ float part_w[kCombineWarps];
+  __shared__ float red[kCombineWarps];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t rest = blockIdx.x;
+  const int slice = static_cast<int>(rest % SLICES);
+  rest /= SLICES;
+  const int h = static_cast<int>(rest % p.num_q_heads);
+  rest /= p.num_q_heads;
+  const int i = static_cast<int>(rest % p.max_draft);
+  const int b = static_cast<int>(rest / p.max_draft);
+
+  // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
+  pdl_wait_primary();
+  const int32_t* sched = p.sched;
+  const int ns = sched[SchedLayout::num_splits(p.batch) + b];
+  if (ns <= 1) return;
+  const int64_t qo0 = load_index(p.qo_indptr, b, p.qo_i64);
+  const int n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
+  if (i >= n) return;
+  const int slot0 = sched[SchedLayout::slot_offset(p.batch) + b];
+  const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
+  const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
+
+  float m, wsum, acc[VEC];
+  stream_splits<DV, VEC>(p, p.part_o + row0 * DV + slice * COLS + lane * VEC, row0, split_stride, warp,
+                         kCombineWarps, ns, true, m, wsum, acc);
 #pragma unroll
   for (int v = 0; v < VEC; ++v) part[warp][lane * VEC + v] = acc[v];
   if (lane == 0) {
@@ -127,25 +162,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __
       for (int v = 0; v < VEC; ++v) acc[v] += scale * part[w][lane * VEC + v];
     }
   }
-  // a sink adds exp(sink) to the denominator (log2 domain here), once, after the splits are merged
-  if (p.sinks != nullptr && wsum > 0.f) wsum += exp2f(p.sinks[h] * 1.4426950408889634f - m);
-  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  const int64_t tok = qo0 + i;
-  const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;
-  if constexpr (VEC == 1) {
-    if (p.out_fp32) static_cast<float*>(p.out)[base] = acc[0] * inv;
-    else static_cast<T*>(p.out)[base] = from_float<T>(acc[0] * inv);
-  }
-#pragma unroll
-  for (int v = 0; v + 1 < VEC; v += 2) {
-    if (p.out_fp32) {
-      *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + v) = make_float2(acc[v] * inv, acc[v + 1] * inv);
-    } else {
-      *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + v) = pack2<T>(acc[v] * inv, acc[v + 1] * inv);
-    }
-  }
-  if (p.lse != nullptr && slice == 0 && lane == 0)
-    p.lse[tok * p.lse_stride_token + h] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+  write_unit<T, VEC, COLS>(p, m, wsum, acc, h, qo0, i, slice, lane);
 }
 
 // A block holds 16 / wpr units, wpr consecutive warps a unit; a unit's warps take every wpr-th split, so a
@@ -184,55 +201,9 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
   const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
 
-  // Each warp streams its splits in batches of kBatch: all loads of a batch are issued before any is
-  // used (one memory round trip a batch), and a running maximum rescales what was summed before, so no
-  // separate pass over the lse values is needed.
-  constexpr int kBatch = kCombineBatch;
-  float m = -INFINITY, wsum = 0.f;
-  float acc[VEC];
-#pragma unroll
-  for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
-  const float* src = p.part_o + row0 * DV + slice * COLS + lane * VEC;
-  for (int s0 = sub; active && s0 < ns; s0 += wpr * kBatch) {
-    float lse[kBatch], x[kBatch][VEC];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int s = s0 + u * wpr;
-      lse[u] = -INFINITY;
-      if (s < ns) {
-        lse[u] = p.part_lse[row0 + s * split_stride];
-        const float* px = src + s * split_stride * DV;
-        if constexpr (VEC == 4) {
-          const float4 f = *reinterpret_cast<const float4*>(px);
-          x[u][0] = f.x; x[u][1] = f.y; x[u][2] = f.z; x[u][3] = f.w;
-        } else if constexpr (VEC == 1) {
-          x[u][0] = *px;
-        } else {
-          const float2 f = *reinterpret_cast<const float2*>(px);
-          x[u][0] = f.x; x[u][1] = f.y;
-        }
-      } else {
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) x[u][v] = 0.f;
-      }
-    }
-    float mb = m;
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) mb = fmaxf(mb, lse[u]);
-    if (mb == -INFINITY) continue;  // nothing visible yet
-    const float scale = exp2f(m - mb);  // 0 when m was -inf
-    wsum *= scale;
-#pragma unroll
-    for (int v = 0; v < VEC; ++v) acc[v] *= scale;
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const float w = exp2f(lse[u] - mb);  // 0 for splits that saw nothing and for padding
-      wsum += w;
-#pragma unroll
-      for (int v = 0; v < VEC; ++v) acc[v] += w * x[u][v];
-    }
-    m = mb;
-  }
+  float m, wsum, acc[VEC];
+  stream_splits<DV, VEC>(p, p.part_o + row0 * DV + slice * COLS + lane * VEC, row0, split_stride, sub, wpr, ns,
+                         active, m, wsum, acc);
   if (wpr > 1) {
     // merge the unit's warps' states, in warp order
 #pragma unroll
@@ -258,25 +229,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
     }
   }
   if (!active) return;
-  // a sink adds exp(sink) to the denominator (log2 domain here), once, after the splits are merged
-  if (p.sinks != nullptr && wsum > 0.f) wsum += exp2f(p.sinks[h] * 1.4426950408889634f - m);
-  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  const int64_t tok = qo0 + i;
-  const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;
-  if constexpr (VEC == 1) {
-    if (p.out_fp32) static_cast<float*>(p.out)[base] = acc[0] * inv;
-    else static_cast<T*>(p.out)[base] = from_float<T>(acc[0] * inv);
-  }
-#pragma unroll
-  for (int v = 0; v + 1 < VEC; v += 2) {
-    if (p.out_fp32) {
-      *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + v) = make_float2(acc[v] * inv, acc[v + 1] * inv);
-    } else {
-      *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + v) = pack2<T>(acc[v] * inv, acc[v + 1] * inv);
-    }
-  }
-  if (p.lse != nullptr && slice == 0 && lane == 0)
-    p.lse[tok * p.lse_stride_token + h] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+  write_unit<T, VEC, COLS>(p, m, wsum, acc, h, qo0, i, slice, lane);
 }
 
 }  // namespace fv
