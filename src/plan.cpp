@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -152,15 +153,29 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   plan->combine_cols = wide_blocks < int64_t(props.num_sms) && !wide_only ? 32 : std::min(128, p.head_dim_v);
   // Warps a combine unit: about one per 8 splits the unit's request is expected to have (a split request
   // holds one slot a partition it meets: (parts + B - 1) / B on average), so a batch of requests split a
-  // few ways merges with one warp a row (16 rows a block) instead of a block a row; 16 for batch 1. A
-  // request split far more ways than the average (a ragged batch) still merges, a warp taking several
-  // rounds of 8 loads. FLASHVERIFY_COMBINE_WPR=1|2|4|8|16 forces it (benchmark A/B, tests).
+  // few ways merges with one warp a row (16 rows a block) instead of a block a row, and a request expected
+  // to be split more than 64 ways (batch 1 of a long prefix) gets 16. A request split far more ways than
+  // the average (a ragged batch) still merges, a warp taking several rounds of 8 loads. The count uses the
+  // planned partitions; the device may use fewer (min_part_cost), which only makes wpr larger than needed.
+  // FLASHVERIFY_COMBINE_WPR=1|2|4|8|16 forces it (benchmark A/B, tests).
   const int64_t expected_splits = ceil_div(parts + p.batch_size - 1, std::max(1, p.batch_size));
   plan->combine_wpr = 1;
   while (plan->combine_wpr < 16 && int64_t(plan->combine_wpr) * 8 < expected_splits) plan->combine_wpr *= 2;
   if (const char* v = std::getenv("FLASHVERIFY_COMBINE_WPR")) {
     const int w = std::atoi(v);
     if (w == 1 || w == 2 || w == 4 || w == 8 || w == 16) plan->combine_wpr = w;
+  }
+  // launch limits: the verify grid is (m_tiles, parts <= 4096, Hkv), the combine grid one-dimensional
+  if (p.num_kv_heads > 65535)
+    return fail(FV_ERR_UNSUPPORTED, "num_kv_heads %d is more than the grid allows (65535)", p.num_kv_heads);
+  if (plan->max_slots > 0) {
+    const int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
+    const int64_t blocks = ceil_div(units, kCombineBlockWarps / plan->combine_wpr);
+    if (blocks > INT32_MAX)
+      return fail(FV_ERR_UNSUPPORTED,
+                  "batch_size %d x max_draft %d x num_q_heads %d needs %lld combine blocks, more than a grid holds "
+                  "(2^31 - 1): lower max_draft to the largest draft count of the batch",
+                  p.batch_size, p.max_draft, p.num_q_heads, static_cast<long long>(blocks));
   }
   if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)
     plan->mask_words = static_cast<int>(ceil_div(p.max_draft, 32));

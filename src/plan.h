@@ -35,6 +35,9 @@ struct SchedLayout {
 // of a separate prepare launch, unless parent arrays need converting.
 constexpr int kInlinePlanMaxBatch = 16;
 
+// Warps of a combine block (combine.cuh); a block merges 16 / Plan::combine_wpr (row, column slice) units.
+constexpr int kCombineBlockWarps = 16;
+
 struct Plan {
   int impl = FV_IMPL_ORACLE;     // resolved implementation
   const TileConfig* cfg = nullptr;  // FAST only

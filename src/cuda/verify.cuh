@@ -13,7 +13,8 @@
 // and keeps an online softmax. A request served by one partition gets its output written here;
 // otherwise every partition writes a normalised partial (o, lse) and combine.cuh merges them.
 //
-// Per step: S = Q K^T on a WM x WN warp grid (16 x bn/WN warp tiles), row max exchanged through shared
+// Per step: S = Q K^T on a WM x WN warp grid (S_MT x 16 rows x bn/WN keys a warp: S_MT is 1, and 2 in the
+// fp8 32-row tiles, whose S grid is one warp row), row max exchanged through shared
 // memory, P = exp2(S - m) written to shared memory as 16-bit, then O += P V on a WOM x WON warp grid
 // where each warp owns a block of O's columns (MLA's 64 x 512 fp32 accumulator does not fit one warp).
 // Three barriers per step. The draft block applies the ancestor mask; the prefix is masked only by a
@@ -117,7 +118,7 @@ struct Verify {
   static_assert(kStatsAlias || WN == C.wn, "the other tiles keep the configuration's S grid");
   // O warp tile: OM rows x ON columns
   static constexpr int OM = BM / WOM, O_MT = OM / 16, ON = DV / WON, O_NT = ON / 8;
-  static_assert(BM % (16 * WM) == 0 && (S_MT == 1 || kFrag8Shape), "an S warp owns S_MT 16-row m tiles");
+  static_assert(BM % (16 * WM) == 0, "an S warp owns S_MT 16-row m tiles");
   static_assert(WM * WN == WOM * WON, "both warp grids use every warp");
   static_assert(SN % 8 == 0 && OM % 16 == 0 && ON % 16 == 0 && BN % 16 == 0, "tile shapes");
   static_assert(DQK % 16 == 0 && STAGES >= 2, "tile shapes");
@@ -143,7 +144,7 @@ struct Verify {
   //   step's P V product, so that the conversion overlaps the tensor cores instead of sitting between the
   //   copy's arrival and the step's first barrier.
   // - unrolled widening where the register budget allows it (128-thread tiles of the GQA kind).
-  // - in-register widening (kFrag8: the GQA tiles whose S warps hold 4 key n-tiles and whose fp8 rows split
+  // - in-register widening (kFrag8: the GQA tiles whose S warps hold 2 m-tiles x 2 key n-tiles and whose fp8 rows split
   //   evenly over the copying threads): a step of prefix keys only ("compact" step) keeps the fp8 bytes in
   //   shared memory, rows of DQK (DV) bytes copied 16 bytes at a time, and the fragment loads widen them in
   //   registers: K fragments are read with ldmatrix as if the bytes were 16-bit pairs (a lane gets 4 bytes of
@@ -158,6 +159,8 @@ struct Verify {
   static constexpr int QCH8 = DQK / 16, VCH8 = DV / 16;  // 16-byte chunks of an fp8 row
   static constexpr bool kFrag8 = kFrag8Shape && S_NT == 2 && S_MT == 2 && QCH8 >= 8 && VCH8 >= 8 &&
                                  QCH8 % KCopy::TPR == 0 && VCH8 % VCopy::TPR == 0 && ON % 32 == 0;
+  // (only the fp8 fragment path computes S_MT > 1 m-tiles a warp: the other S paths fill acc[0])
+  static_assert(S_MT == 1 || kFrag8, "S_MT > 1 needs the kFrag8 S path");
   using KCopy8 = TileCopy<BN, kFrag8 ? QCH8 : QCH, THREADS, KV_TPR>;
   using VCopy8 = TileCopy<BN, kFrag8 ? VCH8 : VCH, THREADS, KV_TPR>;
   static_assert(!kFrag8 || (int(KCopy8::TPR) == int(KCopy::TPR) && int(VCopy8::TPR) == int(KCopy::TPR)),
@@ -569,7 +572,7 @@ struct Verify {
       }
 
       const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
-      // ---- S = Q K^T for this warp's 16 x SN tile. Fragments for k-step kk+1 are loaded before the MMAs
+      // ---- S = Q K^T for this warp's S_MT x 16 x SN tile. Fragments for k-step kk+1 are loaded before the MMAs
       // of step kk (the asm statements keep source order, so the pipelining is written out here).
       float acc[S_MT][S_NT][4];
 #pragma unroll

@@ -7,8 +7,10 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "common.h"
 #include "partition.h"
 #include "plan.h"
 #include "testkit.h"
@@ -210,9 +212,32 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
     ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
     EXPECT_EQ(plan.combine_wpr, 4);
   }
+  g.num_kv_splits = 29;  // (29 + 3) / 4 = 8 expected splits: still one warp
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 1);
+  g.num_kv_splits = 30;  // 33 / 4 -> 9: two
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 2);
+  g.num_kv_splits = 29;
   const fvt::ScopedEnv bad("FLASHVERIFY_COMBINE_WPR", "3");  // not a power of two up to 16: ignored
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
-  EXPECT_EQ(plan.combine_wpr, 16);
+  EXPECT_EQ(plan.combine_wpr, 1);
+}
+
+TEST(Plan, GridsBeyondTheLaunchLimitsAreRefused) {
+  fv::Plan plan;
+  // 8192 requests x 65536 draft rows x 128 heads x 4 column slices, split 2 ways: 2^34 combine blocks
+  fv_problem g = mla_problem(128, 65536, 8192);
+  g.num_kv_splits = 2;
+  EXPECT_EQ(fv::make_plan(g, kH200, &plan), FV_ERR_UNSUPPORTED);
+  // (this binary compiles plan.cpp and error.cpp itself: their message is fv::last_error(), not the library's)
+  EXPECT_NE(std::string(fv::last_error()).find("combine blocks"), std::string::npos) << fv::last_error();
+  g.max_draft = 64;  // the same batch with a tight max_draft fits
+  EXPECT_EQ(fv::make_plan(g, kH200, &plan), FV_OK) << fv::last_error();
+  fv_problem h = mla_problem(70000, 8, 1);  // more KV heads than grid.z holds
+  h.num_kv_heads = 70000;
+  h.head_dim_qk = h.head_dim_v = 128;
+  EXPECT_EQ(fv::make_plan(h, kH200, &plan), FV_ERR_UNSUPPORTED);
 }
 
 TEST(Plan, SplitCountsFollowTheGrid) {
