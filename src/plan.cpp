@@ -160,7 +160,8 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // FLASHVERIFY_COMBINE_WPR=1|2|4|8|16 forces it (benchmark A/B, tests).
   const int64_t expected_splits = ceil_div(parts + p.batch_size - 1, std::max(1, p.batch_size));
   plan->combine_wpr = 1;
-  while (plan->combine_wpr < 16 && int64_t(plan->combine_wpr) * 8 < expected_splits) plan->combine_wpr *= 2;
+  while (plan->combine_wpr < kCombineBlockWarps && int64_t(plan->combine_wpr) * kCombineBatch < expected_splits)
+    plan->combine_wpr *= 2;
   if (const char* v = std::getenv("FLASHVERIFY_COMBINE_WPR")) {
     const int w = std::atoi(v);
     if (w == 1 || w == 2 || w == 4 || w == 8 || w == 16) plan->combine_wpr = w;
@@ -170,12 +171,12 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
     return fail(FV_ERR_UNSUPPORTED, "num_kv_heads %d is more than the grid allows (65535)", p.num_kv_heads);
   if (plan->max_slots > 0) {
     const int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
-    const int64_t blocks = ceil_div(units, kCombineBlockWarps / plan->combine_wpr);
-    if (blocks > INT32_MAX)
+    plan->combine_blocks = ceil_div(units, kCombineBlockWarps / plan->combine_wpr);
+    if (plan->combine_blocks > INT32_MAX)
       return fail(FV_ERR_UNSUPPORTED,
                   "batch_size %d x max_draft %d x num_q_heads %d needs %lld combine blocks, more than a grid holds "
                   "(2^31 - 1): lower max_draft to the largest draft count of the batch",
-                  p.batch_size, p.max_draft, p.num_q_heads, static_cast<long long>(blocks));
+                  p.batch_size, p.max_draft, p.num_q_heads, static_cast<long long>(plan->combine_blocks));
   }
   if ((p.mask_kind == FV_MASK_BYTES && !plan->inline_plan) || p.mask_kind == FV_MASK_PARENTS)
     plan->mask_words = static_cast<int>(ceil_div(p.max_draft, 32));

@@ -37,6 +37,8 @@ constexpr int kInlinePlanMaxBatch = 16;
 
 // Warps of a combine block (combine.cuh); a block merges 16 / Plan::combine_wpr (row, column slice) units.
 constexpr int kCombineBlockWarps = 16;
+// Split loads a combine warp issues before it uses any (one memory round trip a batch).
+constexpr int kCombineBatch = 8;
 
 struct Plan {
   int impl = FV_IMPL_ORACLE;     // resolved implementation
@@ -51,6 +53,7 @@ struct Plan {
   bool pdl = false;              // the combine is a programmatic dependent launch of the verify kernel
   int combine_cols = 0;          // output columns per combine block (128, or 32 when few rows would leave SMs idle)
   int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits
+  int64_t combine_blocks = 0;    // combine grid: ceil(units / (16 / combine_wpr)); 0 when nothing is split
   // workspace layout, bytes from its start
   std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;
 };

@@ -17,7 +17,6 @@ namespace fv {
 
 constexpr int kCombineWarps = kCombineBlockWarps;  // (plan.h)
 constexpr int kCombineThreads = 32 * kCombineWarps;
-constexpr int kCombineBatch = 8;  // split loads a warp issues before it uses any (one memory round trip a batch)
 
 // Streams one unit's splits first, first + step, ... < ns (none unless go) in batches of kCombineBatch: all
 // loads of a batch are issued before any is used (one memory round trip a batch), and a running maximum

@@ -69,19 +69,22 @@ cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, 
   return err;
 }
 
-// pdl: a programmatic dependent launch (Plan::pdl; the kernel waits for the verify grid itself); cols: the
-// columns a block merges (Plan::combine_cols: 32, or 128 / Dv)
+// cols: the columns a block merges (Plan::combine_cols: 32, or min(Dv, 128))
+template <class T, int DV>
+cudaError_t launch_combine_cols(int cols, const VerifyParams& p, unsigned blocks, bool pdl, cudaStream_t s) {
+  constexpr int kWide = DV < 128 ? DV : 128;
+  return cols == 32 ? launch_combine_dv<T, DV, 32>(p, blocks, pdl, s) : launch_combine_dv<T, DV, kWide>(p, blocks, pdl, s);
+}
+
+// pdl: a programmatic dependent launch (Plan::pdl; the kernel waits for the verify grid itself); blocks:
+// Plan::combine_blocks (the planner checked it against the grid limit)
 template <class T>
-cudaError_t launch_combine_for(int dv, int cols, const VerifyParams& p, bool pdl, cudaStream_t s) {
-  const int64_t units = int64_t(p.batch) * p.max_draft * p.num_q_heads * (dv / cols);
-  const int64_t per_block = kCombineWarps / p.combine_wpr;
-  const unsigned blocks = static_cast<unsigned>((units + per_block - 1) / per_block);
-  const bool narrow = cols == 32;
+cudaError_t launch_combine_for(int dv, int cols, const VerifyParams& p, unsigned blocks, bool pdl, cudaStream_t s) {
   switch (dv) {
-    case 64: return narrow ? launch_combine_dv<T, 64, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 64, 64>(p, blocks, pdl, s);
-    case 128: return narrow ? launch_combine_dv<T, 128, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 128, 128>(p, blocks, pdl, s);
-    case 256: return narrow ? launch_combine_dv<T, 256, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 256, 128>(p, blocks, pdl, s);
-    default: return narrow ? launch_combine_dv<T, 512, 32>(p, blocks, pdl, s) : launch_combine_dv<T, 512, 128>(p, blocks, pdl, s);
+    case 64: return launch_combine_cols<T, 64>(cols, p, blocks, pdl, s);
+    case 128: return launch_combine_cols<T, 128>(cols, p, blocks, pdl, s);
+    case 256: return launch_combine_cols<T, 256>(cols, p, blocks, pdl, s);
+    default: return launch_combine_cols<T, 512>(cols, p, blocks, pdl, s);
   }
 }
 
@@ -267,8 +270,10 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   if (err != cudaSuccess) return cuda_fail(err, cfg.name);
 
   if (plan.max_slots > 0) {
-    err = pb.dtype == FV_DTYPE_BF16 ? launch_combine_for<__nv_bfloat16>(pb.head_dim_v, plan.combine_cols, p, plan.pdl, s)
-                                    : launch_combine_for<__half>(pb.head_dim_v, plan.combine_cols, p, plan.pdl, s);
+    const unsigned blocks = static_cast<unsigned>(plan.combine_blocks);
+    err = pb.dtype == FV_DTYPE_BF16
+              ? launch_combine_for<__nv_bfloat16>(pb.head_dim_v, plan.combine_cols, p, blocks, plan.pdl, s)
+              : launch_combine_for<__half>(pb.head_dim_v, plan.combine_cols, p, blocks, plan.pdl, s);
     if (err != cudaSuccess) return cuda_fail(err, "combine kernel launch");
   }
   return FV_OK;

@@ -196,11 +196,13 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   ASSERT_GT(plan.num_parts, 128);
   EXPECT_EQ(plan.combine_wpr, 16);
+  EXPECT_EQ(plan.combine_blocks, 8 * 8 * 4);  // 64 rows x 4 slices of 32 columns, one unit a block
   g = mla_problem(32, 8, 16);  // GQA 32/8 batch 16: (33 partitions + 15) / 16 = 3 splits a request
   g.num_kv_heads = 8;
   g.head_dim_qk = g.head_dim_v = 128;
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.combine_wpr, 1);
+  EXPECT_EQ(plan.combine_blocks, 16 * 8 * 32 / 16);  // 4096 rows of 128 columns, 16 units a block
   g.batch_size = 4;  // (33 + 3) / 4 = 9 splits: 2 warps
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.combine_wpr, 2);
