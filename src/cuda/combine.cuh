@@ -18,6 +18,22 @@ namespace fv {
 constexpr int kCombineWarps = kCombineBlockWarps;  // (plan.h)
 constexpr int kCombineThreads = 32 * kCombineWarps;
 
+// A unit index (request, draft token, q head, column slice), slice fastest, split into its parts.
+struct CombineUnit {
+  int slice, h, i, b;
+};
+template <int SLICES>
+__device__ __forceinline__ CombineUnit combine_unit(const VerifyParams& p, int64_t unit) {
+  CombineUnit u;
+  u.slice = static_cast<int>(unit % SLICES);
+  unit /= SLICES;
+  u.h = static_cast<int>(unit % p.num_q_heads);
+  unit /= p.num_q_heads;
+  u.i = static_cast<int>(unit % p.max_draft);
+  u.b = static_cast<int>(unit / p.max_draft);
+  return u;
+}
+
 // Streams one unit's splits first, first + step, ... < ns (none unless go) in batches of kCombineBatch: all
 // loads of a batch are issued before any is used (one memory round trip a batch), and a running maximum
 // rescales what was summed before, so no separate pass over the lse values is needed. src: the unit's
@@ -114,13 +130,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __
   __shared__ float part_w[kCombineWarps];
   __shared__ float red[kCombineWarps];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int64_t rest = blockIdx.x;
-  const int slice = static_cast<int>(rest % SLICES);
-  rest /= SLICES;
-  const int h = static_cast<int>(rest % p.num_q_heads);
-  rest /= p.num_q_heads;
-  const int i = static_cast<int>(rest % p.max_draft);
-  const int b = static_cast<int>(rest / p.max_draft);
+  const CombineUnit u = combine_unit<SLICES>(p, blockIdx.x);
+  const int slice = u.slice, h = u.h, i = u.i, b = u.b;
 
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
   pdl_wait_primary();
@@ -180,13 +191,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const int sub = warp & (wpr - 1);
   const int64_t unit = int64_t(blockIdx.x) * (kCombineWarps / wpr) + warp / wpr;
   bool active = unit < int64_t(p.batch) * p.max_draft * p.num_q_heads * SLICES;
-  int64_t rest = active ? unit : 0;
-  const int slice = static_cast<int>(rest % SLICES);
-  rest /= SLICES;
-  const int h = static_cast<int>(rest % p.num_q_heads);
-  rest /= p.num_q_heads;
-  const int i = static_cast<int>(rest % p.max_draft);
-  const int b = static_cast<int>(rest / p.max_draft);
+  const CombineUnit u = combine_unit<SLICES>(p, active ? unit : 0);
+  const int slice = u.slice, h = u.h, i = u.i, b = u.b;
 
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
   pdl_wait_primary();
