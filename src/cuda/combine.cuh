@@ -12,6 +12,7 @@
 #include "../plan.h"
 #include "mma.cuh"
 #include "params.cuh"
+#include "trace.cuh"
 
 namespace fv {
 
@@ -133,8 +134,10 @@ __global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __
   const CombineUnit u = combine_unit<SLICES>(p, blockIdx.x);
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
 
+  FV_TRACE(kTraceBlocks + blockIdx.x, 0);
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
   pdl_wait_primary();
+  FV_TRACE(kTraceBlocks + blockIdx.x, 1);
   const int32_t* sched = p.sched;
   const int ns = sched[SchedLayout::num_splits(p.batch) + b];
   if (ns <= 1) return;
@@ -173,6 +176,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __
     }
   }
   write_unit<T, VEC, COLS>(p, m, wsum, acc, h, qo0, i, slice, lane);
+  FV_TRACE(kTraceBlocks + blockIdx.x, 2);
 }
 
 // A block holds 16 / wpr units, wpr consecutive warps a unit; a unit's warps take every wpr-th split, so a
@@ -194,8 +198,10 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const CombineUnit u = combine_unit<SLICES>(p, active ? unit : 0);
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
 
+  FV_TRACE(kTraceBlocks + blockIdx.x, 0);
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
   pdl_wait_primary();
+  FV_TRACE(kTraceBlocks + blockIdx.x, 1);
   const int32_t* sched = p.sched;
   const int ns = active ? sched[SchedLayout::num_splits(p.batch) + b] : 0;
   active = active && ns > 1;
@@ -235,6 +241,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   }
   if (!active) return;
   write_unit<T, VEC, COLS>(p, m, wsum, acc, h, qo0, i, slice, lane);
+  FV_TRACE(kTraceBlocks + blockIdx.x, 2);
 }
 
 }  // namespace fv

@@ -14,6 +14,10 @@
 #include "cuda/combine.cuh"
 #include "cuda/params.cuh"
 #include "cuda/schedule.cuh"
+#include "cuda/trace.cuh"
+#if defined(FLASHVERIFY_TRACE)
+#include <vector>
+#endif
 
 namespace fv {
 
@@ -27,6 +31,47 @@ constexpr int kMaxDevices = 64;
 fv_status cuda_fail(cudaError_t err, const char* what) {
   return fail(FV_ERR_CUDA, "fv_run: %s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
+
+#if defined(FLASHVERIFY_TRACE)
+// trace.cuh: the buffer (allocated on the first call outside a graph capture; latency studies only) and
+// its dump at exit, one line a record: kind (v = verify CTA, c = combine block), index, smid, tag, then
+// (globaltimer ns, clock64) for each event, 0 where the event did not happen
+uint64_t* g_trace = nullptr;
+constexpr size_t kTraceBytes = size_t(2) * kTraceBlocks * kTraceWords * sizeof(uint64_t);
+void dump_trace() {
+  const char* path = std::getenv("FV_TRACE_OUT");
+  if (path == nullptr || g_trace == nullptr) return;
+  std::vector<uint64_t> h(kTraceBytes / sizeof(uint64_t));
+  if (cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpy(h.data(), g_trace, kTraceBytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    std::fprintf(stderr, "flashverify trace: could not read the buffer\n");
+    return;
+  }
+  FILE* f = std::fopen(path, "w");
+  if (f == nullptr) return;
+  for (int b = 0; b < 2 * kTraceBlocks; ++b) {
+    const uint64_t* r = &h[size_t(b) * kTraceWords];
+    if (r[2] == 0) continue;
+    std::fprintf(f, "%c,%d,%llu,%llu", b < kTraceBlocks ? 'v' : 'c', b % kTraceBlocks, (unsigned long long)r[0],
+                 (unsigned long long)r[1]);
+    for (int e = 0; e < kTraceEvents; ++e)
+      std::fprintf(f, ",%llu,%llu", (unsigned long long)r[2 + 2 * e], (unsigned long long)r[3 + 2 * e]);
+    std::fputc('\n', f);
+  }
+  std::fclose(f);
+}
+uint64_t* trace_buffer(cudaStream_t s) {
+  if (g_trace != nullptr) return g_trace;
+  cudaStreamCaptureStatus st;
+  if (cudaStreamIsCapturing(s, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone) return nullptr;
+  if (cudaMalloc(&g_trace, kTraceBytes) != cudaSuccess || cudaMemset(g_trace, 0, kTraceBytes) != cudaSuccess) {
+    g_trace = nullptr;
+    return nullptr;
+  }
+  std::atexit(dump_trace);
+  return g_trace;
+}
+#endif
 
 template <class T, bool MODS, bool KV8>
 cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
@@ -254,6 +299,9 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaError_t err;
+#if defined(FLASHVERIFY_TRACE)
+  p.trace = trace_buffer(s);
+#endif
   p.inline_plan = plan.inline_plan;
   p.bytes_direct = plan.inline_plan && pb.mask_kind == FV_MASK_BYTES;
   if (!plan.inline_plan) {

@@ -67,6 +67,9 @@ struct VerifyParams {
 
   int kv8_a16;  // fp8 pool strides are multiples of 16 bytes: 16-byte copies allowed
   int combine_wpr;  // warps a combine unit (Plan::combine_wpr)
+#if defined(FLASHVERIFY_TRACE)
+  uint64_t* trace;  // trace.cuh
+#endif
 };
 
 template <bool I64>

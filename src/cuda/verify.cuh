@@ -31,6 +31,7 @@
 #include "../tile_config.h"
 #include "mma.cuh"
 #include "params.cuh"
+#include "trace.cuh"
 
 namespace fv {
 
@@ -485,6 +486,7 @@ struct Verify {
       cp_async_commit();
     }
     if (s.k_begin + STAGES - 1 < s.k_end) fetch_rows(p, s, s.k_begin + STAGES - 1, ri);
+    FV_TRACE(trace_block(), 2);
 
     // ---- S-warp identity and the draft tokens of its rows (for the tree mask): rows (wm * S_MT + mt) * 16 +
     // g + 8h, h = 0 (accumulator elements 0, 1) and 1 (elements 2, 3)
@@ -561,6 +563,7 @@ struct Verify {
         if (!kWidenEarly || it == 0) widen_fp8(p, s, step, smem, stage);
       }
       __syncthreads();  // (W) step's tiles visible to all; every warp finished the previous step's P V
+      if (it < 10) FV_TRACE(trace_block(), 3 + it);
 
       // Refill the stage the previous step used, first thing (issuing MLA's refill after its S MMAs was
       // measured 5% slower: bench/NOTES.md v4)
@@ -926,6 +929,7 @@ struct Verify {
         }
       }
     __syncthreads();
+    FV_TRACE(trace_block(), 13);
 
     const bool final_out = num_splits == 1;
 #pragma unroll
@@ -975,6 +979,12 @@ struct Verify {
         }
       }
     }
+    FV_TRACE(trace_block(), 14);
+  }
+
+  // the CTA's trace record (trace.cuh)
+  __device__ __forceinline__ static int64_t trace_block() {
+    return blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
   }
 
   // The prepare kernel's plan (schedule.cuh), computed by one warp for a batch of at most
@@ -1024,6 +1034,7 @@ struct Verify {
 
   __device__ static void run(const VerifyParams& p, uint8_t* smem) {
     const int m_tile = blockIdx.x, part = blockIdx.y, hk = blockIdx.z;
+    FV_TRACE_TAG(trace_block(), 0, part);
     // the combine kernel (a programmatic dependent launch on sm_90+) may be scheduled once every CTA of this
     // grid has started; it waits for the grid to complete before it reads anything
     pdl_launch_dependents();
@@ -1038,6 +1049,7 @@ struct Verify {
         for (int w = threadIdx.x; w < SchedLayout::words(p.batch); w += blockDim.x) p.sched[w] = inline_sched[w];
       sched = inline_sched;
     }
+    FV_TRACE(trace_block(), 1);
     const int parts = sched[0];
     const int64_t total = sched[1];
     if (part >= parts || total == 0) return;
