@@ -170,14 +170,6 @@ struct Verify {
       KV8 && !kFrag8 && KCopy::CPT % 2 == 0 && (V_IN_K || VCopy::CPT % 2 == 0) && THREADS <= 128;
   static constexpr bool kWidenEarly = KV8 && V_IN_K;
   static constexpr bool kWidenUnroll = KV8 && !V_IN_K && THREADS <= 128;
-  // The prologue issues every stage (STAGES steps) instead of STAGES - 1 and the first step skips its refill
-  // (-DFLASHVERIFY_PROLOGUE_V10 keeps the v10 prologue, for an A/B build)
-#if defined(FLASHVERIFY_PROLOGUE_V10)
-  static constexpr bool kFullRing = false;
-#else
-  static constexpr bool kFullRing = true;
-#endif
-  static constexpr int kPrologueSteps = kFullRing ? STAGES : STAGES - 1;  // cp.async groups the prologue commits
 
   // shared memory layout (bytes)
   static constexpr uint32_t OFF_Q = 0;
@@ -482,35 +474,18 @@ struct Verify {
 
     __syncthreads();  // the previous segment is done with every shared buffer
 
-    // ---- prologue: Q tile + the first kPrologueSteps key steps, each its own cp.async group
+    // ---- prologue: Q tile + the first STAGES-1 key steps, each its own cp.async group
     load_q(p, s, m_tile, hk, smem);
     RowIdx ri;
-    if constexpr (kFullRing) {
-      // every stage is free before the first step: fill all of them, and load all their index rows before
-      // issuing any copy, so a short split (batch 1: two or three steps a CTA) waits for one index round
-      // trip and one key round trip instead of one of each per step
-      RowIdx pro[STAGES];
 #pragma unroll
-      for (int st = 0; st < STAGES; ++st)
-        if (s.k_begin + st < s.k_end) fetch_rows(p, s, s.k_begin + st, pro[st]);
-#pragma unroll
-      for (int st = 0; st < STAGES; ++st) {
-        if (s.k_begin + st < s.k_end) issue_rows(p, s, s.k_begin + st, pro[st], hk, smem, st, compact_step(s, s.k_begin + st));
-        cp_async_commit();
+    for (int st = 0; st < STAGES - 1; ++st) {
+      if (s.k_begin + st < s.k_end) {
+        fetch_rows(p, s, s.k_begin + st, ri);
+        issue_rows(p, s, s.k_begin + st, ri, hk, smem, st, compact_step(s, s.k_begin + st));
       }
-    } else {
-#pragma unroll
-      for (int st = 0; st < STAGES - 1; ++st) {
-        if (s.k_begin + st < s.k_end) {
-          fetch_rows(p, s, s.k_begin + st, ri);
-          issue_rows(p, s, s.k_begin + st, ri, hk, smem, st, compact_step(s, s.k_begin + st));
-        }
-        cp_async_commit();
-      }
+      cp_async_commit();
     }
-    if (!kFullRing && s.k_begin + STAGES - 1 < s.k_end) fetch_rows(p, s, s.k_begin + STAGES - 1, ri);
-    // the loop's refills start at this step (kFullRing: step 0's refill, step STAGES - 1, is the prologue's)
-    const int refill_from = s.k_begin + kPrologueSteps;
+    if (s.k_begin + STAGES - 1 < s.k_end) fetch_rows(p, s, s.k_begin + STAGES - 1, ri);
     FV_TRACE(trace_block(), 2);
 
     // ---- S-warp identity and the draft tokens of its rows (for the tree mask): rows (wm * S_MT + mt) * 16 +
@@ -579,9 +554,7 @@ struct Verify {
       const int it = step - s.k_begin;
       const int stage = it % STAGES;
       const bool compact = compact_step(s, step);
-      // step `step`'s group is done: the prologue committed kPrologueSteps groups and every step one (kFullRing:
-      // step 0's is empty)
-      cp_async_wait<kPrologueSteps - 1>();
+      cp_async_wait<STAGES - 2>();
       // (early widening: the previous step widened this one, except for the segment's first step)
       if constexpr (kFrag8) {
         if (it == 0) permute_q(smem);
@@ -593,10 +566,10 @@ struct Verify {
       if (it < 10) FV_TRACE(trace_block(), 3 + it);
 
       // Refill the stage the previous step used, first thing (issuing MLA's refill after its S MMAs was
-      // measured 5% slower: bench/NOTES.md v4). kFullRing: the prologue issued step 0's refill already.
+      // measured 5% slower: bench/NOTES.md v4)
       {
         const int next = step + STAGES - 1;
-        if (next >= refill_from && next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES, compact_step(s, next));
+        if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES, compact_step(s, next));
         cp_async_commit();
         if (next + 1 < s.k_end) fetch_rows(p, s, next + 1, ri);
       }
@@ -931,7 +904,7 @@ struct Verify {
             // widen the next step's rows while this k-step's MMAs run: row pass q after k-step q * KS / PASSES
             // (the next step's cp.async group is the oldest one still pending)
             if (step + 1 < s.k_end) {
-              if (ks == 0) cp_async_wait<kPrologueSteps - 1>();
+              if (ks == 0) cp_async_wait<STAGES - 2>();
 #pragma unroll
               for (int q = 0; q < KCopy::PASSES; ++q)
                 if (ks == q * KS / KCopy::PASSES) widen_fp8(p, s, step + 1, smem, (it + 1) % STAGES, q, q + 1);
