@@ -15,7 +15,7 @@ constexpr int kTraceWords = 32;  // a record: smid, tag, then (globaltimer, cloc
 
 #if defined(FLASHVERIFY_TRACE)
 __device__ __forceinline__ void trace_event(uint64_t* t, int64_t block, int ev, uint64_t tag = 0) {
-  if (t == nullptr || threadIdx.x != 0 || block >= kTraceBlocks || ev >= kTraceEvents) return;
+  if (t == nullptr || threadIdx.x != 0 || block >= 2 * kTraceBlocks || ev >= kTraceEvents) return;
   uint64_t g;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
   const uint64_t c = clock64();
