@@ -11,7 +11,6 @@
 
 #include "../plan.h"
 #include "mma.cuh"
-#include "inline_plan.cuh"
 #include "params.cuh"
 #include "trace.cuh"
 
@@ -36,58 +35,15 @@ __device__ __forceinline__ CombineUnit combine_unit(const VerifyParams& p, int64
   return u;
 }
 
-// Streams one unit's splits first, first + step, ... < ns (none unless go) in batches of combine_batch: all
+// Streams one unit's splits first, first + step, ... < ns (none unless go) in batches of kCombineBatch: all
 // loads of a batch are issued before any is used (one memory round trip a batch), and a running maximum
 // rescales what was summed before, so no separate pass over the lse values is needed. src: the unit's
 // columns of split 0's partial output; row0: its partial-lse row.
-// Loads a lane keeps in flight: 8 splits of 4 floats (128-column units), 16 of 1 or 2 (narrow units, whose
-// requests are split the most ways: batch 1)
-template <int VEC>
-constexpr int combine_batch() {
-#if defined(FLASHVERIFY_COMBINE_V10)
-  return kCombineBatch;
-#else
-  return VEC == 4 ? kCombineBatch : 2 * kCombineBatch;
-#endif
-}
-
-// A unit's request: its first q row and draft count (inputs) and its split count and first partial slot
-// (the plan). The inputs are read before the wait for the verify grid, and so is the plan when the kernels
-// plan inline (small batches: warp 0 computes the very plan the verify CTAs computed, into plan_s), so that
-// the wait is followed by the partial states' loads alone. Every thread of the block calls it (a barrier).
-struct UnitRequest {
-  int64_t qo0;
-  int n, ns, slot0;
-};
-__device__ __forceinline__ UnitRequest unit_request(const VerifyParams& p, int b, int32_t* plan_s) {
-  UnitRequest r;
-#if defined(FLASHVERIFY_COMBINE_V10)
-  pdl_wait_primary();
-  (void)plan_s;
-  const int32_t* sched = p.sched;
-#else
-  if (p.inline_plan) {
-    if (threadIdx.x < 32) plan_inline(p, plan_s);
-    __syncthreads();
-  }
-#endif
-  r.qo0 = load_index(p.qo_indptr, b, p.qo_i64);
-  r.n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - r.qo0);
-#if !defined(FLASHVERIFY_COMBINE_V10)
-  // launched as a programmatic dependent of the verify kernel (sm_90+): the partial states are its output
-  pdl_wait_primary();
-  const int32_t* sched = p.inline_plan ? plan_s : p.sched;
-#endif
-  r.ns = sched[SchedLayout::num_splits(p.batch) + b];
-  r.slot0 = sched[SchedLayout::slot_offset(p.batch) + b];
-  return r;
-}
-
 template <int DV, int VEC>
 __device__ __forceinline__ void stream_splits(const VerifyParams& p, const float* src, int64_t row0,
                                               int64_t split_stride, int first, int step, int ns, bool go, float& m,
                                               float& wsum, float (&acc)[VEC]) {
-  constexpr int kBatch = combine_batch<VEC>();
+  constexpr int kBatch = kCombineBatch;
   m = -INFINITY;
   wsum = 0.f;
 #pragma unroll
@@ -175,16 +131,20 @@ __global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __
   __shared__ float part_w[kCombineWarps];
   __shared__ float red[kCombineWarps];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __shared__ int32_t plan_s[SchedLayout::words(kInlinePlanMaxBatch)];
   const CombineUnit u = combine_unit<SLICES>(p, blockIdx.x);
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
 
   FV_TRACE(kTraceBlocks + blockIdx.x, 0);
-  const UnitRequest req = unit_request(p, b, plan_s);
+  // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
+  pdl_wait_primary();
   FV_TRACE(kTraceBlocks + blockIdx.x, 1);
-  const int ns = req.ns, slot0 = req.slot0;
-  const int64_t qo0 = req.qo0;
-  if (ns <= 1 || i >= req.n) return;
+  const int32_t* sched = p.sched;
+  const int ns = sched[SchedLayout::num_splits(p.batch) + b];
+  if (ns <= 1) return;
+  const int64_t qo0 = load_index(p.qo_indptr, b, p.qo_i64);
+  const int n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
+  if (i >= n) return;
+  const int slot0 = sched[SchedLayout::slot_offset(p.batch) + b];
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
   const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
 
@@ -230,7 +190,6 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   __shared__ float part[kCombineWarps][COLS];
   __shared__ float part_w[kCombineWarps];
   __shared__ float red[kCombineWarps];
-  __shared__ int32_t plan_s[SchedLayout::words(kInlinePlanMaxBatch)];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wpr = p.combine_wpr;  // 1, 2, 4, 8 or 16
   const int sub = warp & (wpr - 1);
@@ -240,13 +199,16 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
 
   FV_TRACE(kTraceBlocks + blockIdx.x, 0);
-  const UnitRequest req = unit_request(p, b, plan_s);
+  // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
+  pdl_wait_primary();
   FV_TRACE(kTraceBlocks + blockIdx.x, 1);
-  const int ns = req.ns;
-  const int64_t qo0 = req.qo0;
+  const int32_t* sched = p.sched;
+  const int ns = active ? sched[SchedLayout::num_splits(p.batch) + b] : 0;
+  active = active && ns > 1;
+  const int64_t qo0 = active ? load_index(p.qo_indptr, b, p.qo_i64) : 0;
+  if (active) active = i < static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
   // (no return before the barrier below: the block's other units may need it)
-  active = active && ns > 1 && i < req.n;
-  const int slot0 = req.slot0;
+  const int slot0 = active ? sched[SchedLayout::slot_offset(p.batch) + b] : 0;
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
   const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
 
