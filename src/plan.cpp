@@ -162,6 +162,12 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   plan->combine_wpr = 1;
   while (plan->combine_wpr < kCombineBlockWarps && int64_t(plan->combine_wpr) * kCombineBatch < expected_splits)
     plan->combine_wpr *= 2;
+  // A block a unit (16 warps) that needs more than one wave of resident combine blocks waits for a second
+  // wave; 8 warps a unit (two units a block) halves the grid. Measured (H200, bench/NOTES.md v11): MLA Hq16 N8
+  // b1, 512 units on 264 resident blocks, 54.6 -> 52.9 us with 8 warps a unit.
+  const int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
+  if (plan->combine_wpr == kCombineBlockWarps && units > int64_t(kCombineResidentBlocks) * props.num_sms)
+    plan->combine_wpr = kCombineBlockWarps / 2;
   if (const char* v = std::getenv("FLASHVERIFY_COMBINE_WPR")) {
     const int w = std::atoi(v);
     if (w == 1 || w == 2 || w == 4 || w == 8 || w == 16) plan->combine_wpr = w;
@@ -170,7 +176,6 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   if (p.num_kv_heads > 65535)
     return fail(FV_ERR_UNSUPPORTED, "num_kv_heads %d is more than the grid allows (65535)", p.num_kv_heads);
   if (plan->max_slots > 0) {
-    const int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
     plan->combine_blocks = ceil_div(units, kCombineBlockWarps / plan->combine_wpr);
     if (plan->combine_blocks > INT32_MAX)
       return fail(FV_ERR_UNSUPPORTED,

@@ -39,6 +39,8 @@ constexpr int kInlinePlanMaxBatch = 16;
 constexpr int kCombineBlockWarps = 16;
 // Split loads a combine warp issues before it uses any (one memory round trip a batch).
 constexpr int kCombineBatch = 8;
+// Combine blocks a multiprocessor holds at once: 512 threads at 51-64 registers (sm_80 - sm_120: 64 K registers)
+constexpr int kCombineResidentBlocks = 2;
 
 struct Plan {
   int impl = FV_IMPL_ORACLE;     // resolved implementation
@@ -52,7 +54,7 @@ struct Plan {
   bool inline_plan = false;      // no prepare kernel: the verify kernel plans (and reads byte masks directly)
   bool pdl = false;              // the combine is a programmatic dependent launch of the verify kernel
   int combine_cols = 0;          // output columns per combine block (128, or 32 when few rows would leave SMs idle)
-  int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits
+  int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits (plan.cpp)
   int64_t combine_blocks = 0;    // combine grid: ceil(units / (16 / combine_wpr)); 0 when nothing is split
   // workspace layout, bytes from its start
   std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;

@@ -1,7 +1,8 @@
 // Merges the partial (o, lse) states of split requests. Work unit: (request, draft token, q head, COLS-column
 // slice: min(Dv, 128), or 32 when the batch has too few rows to fill the GPU). A unit gets wpr warps
 // (VerifyParams::combine_wpr: about one per 8 splits its request is expected to have, from 1 for batches
-// whose requests are split a few ways up to 16 beyond 64) and a block 16 / wpr units. The merge is a weighted mean with
+// whose requests are split a few ways up to 16 beyond 64, or 8 where a block a unit would need two waves of
+// blocks) and a block 16 / wpr units. The merge is a weighted mean with
 // weights 2^(lse_s - max lse), summed in split order and then in warp order, so the result does not depend
 // on timing (deterministic). A request nobody split was written by the verify kernel directly and is skipped
 // here. Two kernels: combine_block_kernel for wpr 16 (one unit a block) and combine_kernel for any wpr.

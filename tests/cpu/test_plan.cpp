@@ -197,6 +197,13 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   ASSERT_GT(plan.num_parts, 128);
   EXPECT_EQ(plan.combine_wpr, 16);
   EXPECT_EQ(plan.combine_blocks, 8 * 8 * 4);  // 64 rows x 4 slices of 32 columns, one unit a block
+  // MLA Hq16 N8 batch 1: 128 rows x 4 slices of 128 columns = 512 units, more than the 264 combine blocks
+  // an H200 holds at once (376 on 188 SMs): 8 warps a unit, two units a block
+  for (const fv::DeviceProps& props : {kH200, kSm120}) {
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), props, &plan), FV_OK);
+    EXPECT_EQ(plan.combine_wpr, 8);
+    EXPECT_EQ(plan.combine_blocks, 256);
+  }
   g = mla_problem(32, 8, 16);  // GQA 32/8 batch 16: (33 partitions + 15) / 16 = 3 splits a request
   g.num_kv_heads = 8;
   g.head_dim_qk = g.head_dim_v = 128;
@@ -206,9 +213,15 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   g.batch_size = 4;  // (33 + 3) / 4 = 9 splits: 2 warps
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.combine_wpr, 2);
-  g.num_kv_splits = 1000;  // a forced split count counts the same way
+  g.num_kv_splits = 1000;  // a forced split count counts the same way: 16 warps a unit, but 4 x 8 x 32 = 1024
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);  // units are more than one wave of blocks (2 x 132): 8
+  EXPECT_EQ(plan.combine_wpr, 8);
+  EXPECT_EQ(plan.combine_blocks, 1024 / 2);
+  g.batch_size = 1;  // 256 units fit one wave: a block a unit
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.combine_wpr, 16);
+  EXPECT_EQ(plan.combine_blocks, 8 * 32);
+  g.batch_size = 4;
   {
     const fvt::ScopedEnv forced("FLASHVERIFY_COMBINE_WPR", "4");
     ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
