@@ -178,17 +178,6 @@ struct Verify {
   static constexpr uint32_t OFF_P = OFF_V + STAGES * C.v_stage_bytes();
   static constexpr uint32_t OFF_STATS = OFF_P + C.p_bytes();
   static constexpr uint32_t SMEM = C.smem_bytes();
-  // Split requests' partial rows pass through shared memory (the Q tile and the K/V stages, free after the
-  // last step) on their way out: [BM][OSTAGE] floats, the row stride 8 mod 32 words so that the fragments'
-  // 8-byte stores of 8 rows x 4 lanes take the minimum 2 wavefronts (-DFLASHVERIFY_EPILOGUE_V10: v10's
-  // direct fragment stores, for an A/B build)
-  static constexpr int OSTAGE = DV + 8;
-#if defined(FLASHVERIFY_EPILOGUE_V10)
-  static constexpr bool kStagedPartials = false;
-#else
-  static constexpr bool kStagedPartials = true;
-#endif
-  static_assert(!kStagedPartials || uint32_t(BM) * OSTAGE * 4 <= OFF_P, "staged partial rows must fit below P");
 
   // What one request segment needs to know.
   struct Seg {
@@ -979,9 +968,7 @@ struct Verify {
             p.lse[tok * p.lse_stride_token + h] = l > 0.f ? lse2 * 0.69314718055994531f : -INFINITY;
         } else {
           const int64_t prow = (int64_t(slot0 + split) * p.max_draft + i) * p.num_q_heads + h;
-          // kStagedPartials: the normalised rows go to shared memory, and out below, 16 bytes a lane
-          float* dst = kStagedPartials ? reinterpret_cast<float*>(smem) + row * OSTAGE + on * ON + out_lane_col(t4)
-                                       : p.part_o + prow * DV + on * ON + out_lane_col(t4);
+          float* dst = p.part_o + prow * DV + on * ON + out_lane_col(t4);
 #pragma unroll
           for (int nt = 0; nt < O_NT; ++nt) {
             float x, y;
@@ -990,21 +977,6 @@ struct Verify {
           }
           if (on == 0 && t4 == 0) p.part_lse[prow] = lse2;
         }
-      }
-    }
-    if (kStagedPartials && !final_out) {
-      // The partial rows leave shared memory as whole rows, 4 floats a lane: an instruction stores 512
-      // contiguous bytes (4 whole lines) where the fragment layout stores 8 rows x 32 bytes (8 partial lines)
-      __syncthreads();
-      constexpr int V4 = DV / 4;  // float4s a row
-      const int rows = min(BM, s.rows - m_tile * BM);
-      for (int e = tid; e < rows * V4; e += THREADS) {
-        const int row = e / V4, c = (e - row * V4) * 4;
-        const int r = m_tile * BM + row;
-        const int i = r / p.group, h = hk * p.group + (r - i * p.group);
-        const int64_t prow = (int64_t(slot0 + split) * p.max_draft + i) * p.num_q_heads + h;
-        *reinterpret_cast<float4*>(p.part_o + prow * DV + c) =
-            *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(smem) + row * OSTAGE + c);
       }
     }
     FV_TRACE(trace_block(), 14);
