@@ -19,6 +19,9 @@ struct DeviceProps {
   // the combine kernel loaded for this device was compiled for sm_90+ (it holds griddepcontrol.wait): a
   // build with only older PTX, JIT-compiled on a newer GPU, must not be launched as a programmatic dependent
   bool combine_waits = false;
+  // combine blocks a multiprocessor holds at once (the occupancy API on the loaded 512-column combine kernel,
+  // the one with the most registers: 2 on sm_80 - sm_120 at 64 registers a thread)
+  int combine_blocks_per_sm = 2;
 };
 
 // Layout of the scheduler's output at the head of the workspace (int32 words).
@@ -39,8 +42,6 @@ constexpr int kInlinePlanMaxBatch = 16;
 constexpr int kCombineBlockWarps = 16;
 // Split loads a combine warp issues before it uses any (one memory round trip a batch).
 constexpr int kCombineBatch = 8;
-// Combine blocks a multiprocessor holds at once: 512 threads at 51-64 registers (sm_80 - sm_120: 64 K registers)
-constexpr int kCombineResidentBlocks = 2;
 
 struct Plan {
   int impl = FV_IMPL_ORACLE;     // resolved implementation

@@ -124,7 +124,8 @@ __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float
 // merge still pass the barrier and the loop), so the launcher takes this one for wpr 16 until a single
 // kernel is measured as fast (bench/NOTES.md, v10).
 template <class T, int DV, int COLS>
-__global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __grid_constant__ VerifyParams p) {
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_block_kernel(const __grid_constant__ VerifyParams p) {
   static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
   constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)
   constexpr int SLICES = DV / COLS;
@@ -135,10 +136,10 @@ __global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __
   const CombineUnit u = combine_unit<SLICES>(p, blockIdx.x);
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
 
-  FV_TRACE(kTraceBlocks + blockIdx.x, 0);
+  FV_TRACE_COMBINE(0);
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
   pdl_wait_primary();
-  FV_TRACE(kTraceBlocks + blockIdx.x, 1);
+  FV_TRACE_COMBINE(1);
   const int32_t* sched = p.sched;
   const int ns = sched[SchedLayout::num_splits(p.batch) + b];
   if (ns <= 1) return;
@@ -177,14 +178,15 @@ __global__ void __launch_bounds__(kCombineThreads) combine_block_kernel(const __
     }
   }
   write_unit<T, VEC, COLS>(p, m, wsum, acc, h, qo0, i, slice, lane);
-  FV_TRACE(kTraceBlocks + blockIdx.x, 2);
+  FV_TRACE_COMBINE(2);
 }
 
 // A block holds 16 / wpr units, wpr consecutive warps a unit; a unit's warps take every wpr-th split, so a
 // request split 100 ways (wpr 16) has all its loads in flight at once, and a request split 3 ways (wpr 1)
 // costs one warp a row instead of a block.
 template <class T, int DV, int COLS>
-__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_constant__ VerifyParams p) {
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(const __grid_constant__ VerifyParams p) {
   static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
   constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)
   constexpr int SLICES = DV / COLS;
@@ -199,10 +201,10 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   const CombineUnit u = combine_unit<SLICES>(p, active ? unit : 0);
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
 
-  FV_TRACE(kTraceBlocks + blockIdx.x, 0);
+  FV_TRACE_COMBINE(0);
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
   pdl_wait_primary();
-  FV_TRACE(kTraceBlocks + blockIdx.x, 1);
+  FV_TRACE_COMBINE(1);
   const int32_t* sched = p.sched;
   const int ns = active ? sched[SchedLayout::num_splits(p.batch) + b] : 0;
   active = active && ns > 1;
@@ -242,7 +244,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const __grid_c
   }
   if (!active) return;
   write_unit<T, VEC, COLS>(p, m, wsum, acc, h, qo0, i, slice, lane);
-  FV_TRACE(kTraceBlocks + blockIdx.x, 2);
+  FV_TRACE_COMBINE(2);
 }
 
 }  // namespace fv

@@ -194,6 +194,15 @@ fv_status cuda_current_device(DeviceProps* out) {
     cudaGetLastError();
     p.combine_waits = false;
   }
+  // resident combine blocks a multiprocessor, for the planner's one-wave rule (the widest kernel: the most
+  // registers of any combine instantiation)
+  int resident = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, combine_block_kernel<__nv_bfloat16, 512, 128>,
+                                                    kCombineThreads, 0) == cudaSuccess && resident > 0) {
+    p.combine_blocks_per_sm = resident;
+  } else {
+    cudaGetLastError();
+  }
   if (dev >= 0 && dev < kMaxDevices) {
     cache[dev] = p;
     cached[dev] = true;

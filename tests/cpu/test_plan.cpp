@@ -204,6 +204,10 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
     EXPECT_EQ(plan.combine_wpr, 8);
     EXPECT_EQ(plan.combine_blocks, 256);
   }
+  fv::DeviceProps roomy = kH200;  // a device that holds 4 combine blocks a multiprocessor: 528 >= 512, one wave
+  roomy.combine_blocks_per_sm = 4;
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), roomy, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 16);
   g = mla_problem(32, 8, 16);  // GQA 32/8 batch 16: (33 partitions + 15) / 16 = 3 splits a request
   g.num_kv_heads = 8;
   g.head_dim_qk = g.head_dim_v = 128;
