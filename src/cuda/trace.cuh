@@ -30,6 +30,8 @@ __device__ __forceinline__ void trace_event(uint64_t* t, int region, int64_t blo
     r[1] = tag;
     for (int e = 1; e < kTraceEvents; ++e) r[2 + 2 * e] = r[3 + 2 * e] = 0;  // events of an earlier launch
   }
+  if (region == 0 && ev == 2)  // a verify CTA's next request segment: its step events start afresh
+    for (int e = 3; e < kTraceEvents; ++e) r[2 + 2 * e] = r[3 + 2 * e] = 0;
   r[2 + 2 * ev] = g;
   r[3 + 2 * ev] = c;
 }
