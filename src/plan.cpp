@@ -164,8 +164,8 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
     plan->combine_wpr *= 2;
   // A block a unit (16 warps) that needs more than one wave of resident combine blocks (DeviceProps::
   // combine_blocks_per_sm a multiprocessor) waits for a second wave; 8 warps a unit (two units a block) halves
-  // the grid. Measured (H200, bench/NOTES.md v11): MLA Hq16 N8
-  // b1, 512 units on 264 resident blocks, 54.6 -> 52.9 us with 8 warps a unit.
+  // the grid. Measured (H200, bench/NOTES.md v11): MLA Hq16 N8 b1, 512 units on 264 resident blocks,
+  // 54.6 -> 52.9 us with 8 warps a unit.
   const int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
   if (plan->combine_wpr == kCombineBlockWarps && units > int64_t(props.combine_blocks_per_sm) * props.num_sms)
     plan->combine_wpr = kCombineBlockWarps / 2;
