@@ -1,0 +1,136 @@
+// Hopper warpgroup MMA (wgmma, sm_90a only) for the planned Hopper MLA kernel (bench/NOTES.md, plan step 1):
+// shared-memory matrix descriptors for 128-byte-swizzled tiles, the fence / commit / wait trio, and the two
+// m64n64k16 forms the verify kernel needs: S = Q K^T with both operands in shared memory, and O += P V with P
+// in registers (the S accumulators' layout) and V read transposed from the K rows.
+//
+// Shared-memory layout of every operand ("SW128"): a tile of R rows x 64 16-bit elements (128 bytes a row)
+// stores element chunk c (16 bytes, 8 elements) of row r at r * 128 + ((c ^ (r % 8)) * 16), rows at a
+// 128-byte stride, so 8 rows form a 1024-byte swizzle atom; tiles must start on 1024-byte boundaries. A
+// 576-wide MLA row is 9 such tiles of 64 columns, placed one after another (R * 128 bytes apart).
+//  - K-major operand (Q as A, K as B of S = Q K^T): the k16 step j of column tile kb starts at
+//    tile(kb) + 32 j; the 8-row groups are 1024 bytes apart (SBO); LBO is unused for swizzled K-major.
+//  - MN-major operand (V as B of O = P V: N = d runs along a 128-byte row, K = keys down the rows): the k16
+//    step kk (keys 16 kk ..) starts at tile + 2048 kk; the two 8-key atoms of a step are 1024 bytes apart
+//    (SBO); 64-column N tiles are R * 128 bytes apart (LBO, used when N > 64).
+// These descriptor choices are what tests/gpu/test_wgmma.cu checks on the GPU (not yet run: see NOTES).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FV_HAS_WGMMA 1
+#else
+#define FV_HAS_WGMMA 0
+#endif
+
+namespace fv {
+namespace wg {
+
+// Byte offset of 16-byte chunk `c` (0..7) of row `r` inside an SW128 tile
+__host__ __device__ constexpr uint32_t sw128_offset(uint32_t r, uint32_t c) { return r * 128u + ((c ^ (r & 7u)) << 4); }
+
+// Matrix descriptor: start address, leading / stride byte offsets (all >> 4), 128-byte swizzle (mode 1, bits 62-63)
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_byte_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  uint64_t d = 0;
+  d |= uint64_t((smem_byte_addr >> 4) & 0x3FFFu);
+  d |= uint64_t((lbo_bytes >> 4) & 0x3FFFu) << 16;
+  d |= uint64_t((sbo_bytes >> 4) & 0x3FFFu) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
+
+// Shared-memory writes by ordinary stores become visible to wgmma's operand reads (the async proxy) only
+// after this fence (cp.async writes too, once waited for)
+__device__ __forceinline__ void fence_proxy_async() {
+#if FV_HAS_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void fence() {
+#if FV_HAS_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void commit() {
+#if FV_HAS_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wait() {
+#if FV_HAS_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Accumulator registers must not be touched by other instructions between fence and wait; this keeps the
+// compiler from moving their uses across (the same idea as CUTLASS's warpgroup_fence_operand)
+__device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+
+#define FV_WG_D32                                                                                             \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),   \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),  \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FV_WG_D32_LIST                                                                                        \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+// d (64 x 64 fp32, warp w of the warpgroup holds rows 16 w + g (+ 8): d[4 j + e] is row g + 8 (e / 2), column
+// 8 j + 2 t4 + e % 2) += A (64 x 16, K-major SW128) * B (16 x 64: 64 K-major rows of 16), both from shared
+// memory. accumulate = 0 overwrites d.
+template <class T>
+__device__ __forceinline__ void mma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FV_WG_D32_LIST ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : FV_WG_D32
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FV_WG_D32_LIST ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : FV_WG_D32
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+#endif
+}
+
+// d += A (64 x 16 from registers: the mma.sync m16n8k16 A fragment of the warp's 16 rows, a[0..3]) * B (16 x 64
+// from shared memory, MN-major SW128: transposed, imm-trans-b = 1); always accumulates
+template <class T>
+__device__ __forceinline__ void mma_m64n64k16_rs_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FV_WG_D32_LIST
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : FV_WG_D32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FV_WG_D32_LIST
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : FV_WG_D32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+#else
+  (void)d, (void)a, (void)desc_b;
+#endif
+}
+
+#undef FV_WG_D32
+#undef FV_WG_D32_LIST
+
+}  // namespace wg
+}  // namespace fv

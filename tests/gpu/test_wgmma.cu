@@ -1,0 +1,245 @@
+// The Hopper wgmma building blocks (src/cuda/wgmma.cuh) on one MLA-shaped tile: S = Q K^T (64 x 64, depth 576,
+// both operands in SW128 shared-memory tiles) and O = P V (64 x 512: P from the S accumulators in registers, V
+// the first 512 columns of the K rows read transposed), against float64 products of the same rounded inputs.
+// The MN-major descriptor is probed with both readings of its two byte offsets; the test requires the one
+// wgmma.cuh documents and reports the other, so a wrong guess shows which one is right in a single run.
+// Built for sm_90a only (fv_wgmma_tests); skipped on other GPUs.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../../src/cuda/wgmma.cuh"
+#include "gpu_common.h"
+
+namespace {
+
+constexpr int kRows = 64, kKeys = 64, kDqk = 576, kDv = 512;
+constexpr int kTileBytes = 64 * 128;                   // one SW128 tile: 64 rows x 64 columns
+constexpr int kOperandBytes = (kDqk / 64) * kTileBytes;  // 9 tiles
+constexpr float kPScale = 0.125f;
+
+__device__ __forceinline__ uint32_t saddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+template <class T>
+__device__ __forceinline__ uint32_t pack(float x, float y) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+template <class T>
+__device__ __forceinline__ float lo(uint32_t w) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __uint_as_float(w << 16);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu)));
+}
+template <class T>
+__device__ __forceinline__ float hi(uint32_t w) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __uint_as_float(w & 0xffff0000u);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
+}
+
+// One warpgroup. mn_lbo / mn_sbo: the MN-major (V) descriptor's byte offsets. Writes S, the rounded P and O
+// in row-major fp32; *has_wgmma = whether this build carries the instructions.
+template <class T>
+__global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float* s_out, float* p_out, float* o_out,
+                                                  uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  uint8_t* qs = smem;
+  uint8_t* ks = smem + kOperandBytes;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+  if (tid == 0) *has_wgmma = FV_HAS_WGMMA;
+  // rows of 72 16-byte chunks into 9 SW128 tiles
+  for (int e = tid; e < kRows * (kDqk / 8); e += 128) {
+    const int r = e / (kDqk / 8), cc = e % (kDqk / 8), kb = cc / 8, c = cc % 8;
+    const uint32_t off = kb * kTileBytes + fv::wg::sw128_offset(r, c);
+    *reinterpret_cast<uint4*>(qs + off) = *reinterpret_cast<const uint4*>(q + size_t(r) * kDqk + cc * 8);
+    *reinterpret_cast<uint4*>(ks + off) = *reinterpret_cast<const uint4*>(k + size_t(r) * kDqk + cc * 8);
+  }
+  fv::wg::fence_proxy_async();
+  __syncthreads();
+
+  // S = Q K^T: 9 column tiles x 4 k16 steps
+  float acc[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) fv::wg::fence_operand(acc[i]);
+  fv::wg::fence();
+  for (int kb = 0; kb < kDqk / 64; ++kb)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t da = fv::wg::desc_sw128(saddr(qs) + kb * kTileBytes + 32 * j, 16, 1024);
+      const uint64_t db = fv::wg::desc_sw128(saddr(ks) + kb * kTileBytes + 32 * j, 16, 1024);
+      fv::wg::mma_m64n64k16_ss<T>(acc, da, db, kb + j > 0);
+    }
+  fv::wg::commit();
+  fv::wg::wait<0>();
+#pragma unroll
+  for (int i = 0; i < 32; ++i) fv::wg::fence_operand(acc[i]);
+
+  // S out; P = S / 8 rounded to T, as the A fragments of the four k16 steps over the keys
+  uint32_t a[4][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = 16 * warp + g + 8 * h, col = 8 * j + 2 * t4;
+      s_out[row * kKeys + col] = acc[4 * j + 2 * h];
+      s_out[row * kKeys + col + 1] = acc[4 * j + 2 * h + 1];
+      const uint32_t w = pack<T>(acc[4 * j + 2 * h] * kPScale, acc[4 * j + 2 * h + 1] * kPScale);
+      p_out[row * kKeys + col] = lo<T>(w);
+      p_out[row * kKeys + col + 1] = hi<T>(w);
+      a[j / 2][(j % 2) * 2 + h] = w;  // n-tile 2kk: a0 (row g), a1 (row g + 8); 2kk + 1: a2, a3
+    }
+
+  // O = P V, 64 columns at a time: V's tile nb holds d 64 nb .. 64 nb + 63 of every key row
+  for (int nb = 0; nb < kDv / 64; ++nb) {
+    float o[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) fv::wg::fence_operand(o[i]);
+    fv::wg::fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t db = fv::wg::desc_sw128(saddr(ks) + nb * kTileBytes + kk * 2048, mn_lbo, mn_sbo);
+      fv::wg::mma_m64n64k16_rs_tb<T>(o, a[kk], db);
+    }
+    fv::wg::commit();
+    fv::wg::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) fv::wg::fence_operand(o[i]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = 16 * warp + g + 8 * (e / 2), col = nb * 64 + 8 * j + 2 * t4 + (e % 2);
+        o_out[row * kDv + col] = o[4 * j + e];
+      }
+  }
+}
+
+float to_float_host(uint16_t b, bool fp16) {
+  if (!fp16) {
+    const uint32_t u = uint32_t(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  const uint32_t s = b >> 15, e = (b >> 10) & 31, m = b & 1023;
+  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.f + m / 1024.f, int(e) - 15);
+  return s ? -v : v;
+}
+
+struct Errors {
+  double s_rel = 0, o_rel = 0;
+};
+
+template <class T>
+Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, bool* has_wgmma) {
+  const bool fp16 = std::is_same_v<T, __half>;
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<T> q(kRows * kDqk), k(kKeys * kDqk);
+  for (auto& x : q) x = T(u(rng));
+  for (auto& x : k) x = T(u(rng));
+  std::vector<float> qf(q.size()), kf(k.size());
+  for (size_t i = 0; i < q.size(); ++i) qf[i] = to_float_host(reinterpret_cast<const uint16_t&>(q[i]), fp16);
+  for (size_t i = 0; i < k.size(); ++i) kf[i] = to_float_host(reinterpret_cast<const uint16_t&>(k[i]), fp16);
+
+  T *dq, *dk;
+  float *ds, *dp, *dout;
+  int* dflag;
+  cudaMalloc(&dq, q.size() * sizeof(T));
+  cudaMalloc(&dk, k.size() * sizeof(T));
+  cudaMalloc(&ds, kRows * kKeys * 4);
+  cudaMalloc(&dp, kRows * kKeys * 4);
+  cudaMalloc(&dout, kRows * kDv * 4);
+  cudaMalloc(&dflag, 4);
+  cudaMemcpy(dq, q.data(), q.size() * sizeof(T), cudaMemcpyHostToDevice);
+  cudaMemcpy(dk, k.data(), k.size() * sizeof(T), cudaMemcpyHostToDevice);
+  cudaMemset(ds, 0xff, kRows * kKeys * 4);  // NaN poison
+  cudaMemset(dout, 0xff, kRows * kDv * 4);
+  cudaMemset(dflag, 0, 4);
+  const int smem = 2 * kOperandBytes;
+  EXPECT_EQ(cudaFuncSetAttribute(wgmma_tile<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), cudaSuccess);
+  wgmma_tile<T><<<1, 128, smem>>>(dq, dk, ds, dp, dout, mn_lbo, mn_sbo, dflag);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError());
+  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * kDv);
+  int flag = 0;
+  cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(p.data(), dp, p.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o.data(), dout, o.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(&flag, dflag, 4, cudaMemcpyDeviceToHost);
+  cudaFree(dq), cudaFree(dk), cudaFree(ds), cudaFree(dp), cudaFree(dout), cudaFree(dflag);
+  *has_wgmma = flag != 0;
+
+  Errors err;
+  double num = 0, den = 0;
+  for (int i = 0; i < kRows; ++i)
+    for (int j = 0; j < kKeys; ++j) {
+      double ref = 0;
+      for (int d = 0; d < kDqk; ++d) ref += double(qf[i * kDqk + d]) * kf[j * kDqk + d];
+      const double got = s[i * kKeys + j];
+      num += std::isfinite(got) ? (got - ref) * (got - ref) : 1e30;
+      den += ref * ref;
+    }
+  err.s_rel = std::sqrt(num / den);
+  num = den = 0;
+  for (int i = 0; i < kRows; ++i)
+    for (int n = 0; n < kDv; ++n) {
+      double ref = 0;
+      for (int j = 0; j < kKeys; ++j) ref += double(p[i * kKeys + j]) * kf[j * kDqk + n];
+      const double got = o[i * kDv + n];
+      num += std::isfinite(got) ? (got - ref) * (got - ref) : 1e30;
+      den += ref * ref;
+    }
+  err.o_rel = std::sqrt(num / den);
+  return err;
+}
+
+bool on_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
+template <class T>
+void check_tile(const char* name) {
+  // fp32 accumulation of 576 (S) and 64 (O) products of 16-bit values: relative L2 errors near 1e-7; 1e-5
+  // leaves room for the tensor cores' truncating sums and fails any layout error (those are O(1))
+  constexpr double kTol = 1e-5;
+  bool has = false;
+  const Errors doc = run_tile<T>(64 * 128, 1024, &has);  // wgmma.cuh: LBO = next 64-column tile, SBO = next 8 keys
+  ASSERT_TRUE(has) << "fv_wgmma_tests was not compiled for sm_90a (FV_HAS_WGMMA = 0)";
+  const Errors alt = run_tile<T>(1024, 64 * 128, &has);
+  std::printf("[ wgmma %s ] S rel L2 %.2e; O rel L2 %.2e (LBO 8192, SBO 1024: documented) / %.2e (LBO 1024, SBO 8192)\n",
+              name, doc.s_rel, doc.o_rel, alt.o_rel);
+  EXPECT_LE(doc.s_rel, kTol) << "S = Q K^T from K-major SW128 tiles (SBO 1024) is wrong";
+  EXPECT_LE(doc.o_rel, kTol) << "O = P V with the documented MN-major offsets is wrong"
+                             << (alt.o_rel <= kTol ? "; the swapped offsets (LBO 1024, SBO 8192) are right" : "");
+}
+
+TEST(Wgmma, MlaTileProductsMatchFloat64) {
+  REQUIRE_GPU();
+  if (!on_sm90()) GTEST_SKIP() << "wgmma needs an sm_90 GPU";
+  check_tile<__nv_bfloat16>("bf16");
+  check_tile<__half>("fp16");
+}
+
+}  // namespace
