@@ -30,6 +30,8 @@ int estimate_ctas_per_sm(const TileConfig& cfg, const DeviceProps& props) {
 
 bool fits(const TileConfig& c, const DeviceProps& props) {
   if (static_cast<std::size_t>(props.max_smem_per_block) < c.smem_bytes()) return false;
+  // the Hopper MLA kernel: sm_90a machine code, present when the library was built for sm_90
+  if (c.id == kMlaWg) return props.wg_kernel && props.cc_major == 9 && props.cc_minor == 0;
   return !c.large_smem || (props.cc_major >= 9 && props.cc_major < 12);
 }
 
@@ -49,6 +51,10 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
     // the large config's kernel body is compiled for sm_90 and sm_100 only (tile_config.h)
     const bool large_fits = props.cc_major >= 9 && props.cc_major < 12 &&
                             static_cast<std::size_t>(props.max_smem_per_block) >= large.smem_bytes();
+    // the Hopper (wgmma) kernel in the large tile's place: opt-in while it is new (FLASHVERIFY_WGMMA=1); the
+    // dispatcher keeps the mma.sync tile for score modifiers and fp8 pools, which it does not implement
+    static const bool wg_wanted = env_is_1("FLASHVERIFY_WGMMA");
+    const TileConfig& large_or_wg = wg_wanted && fits(kTileConfigs[kMlaWg], props) ? kTileConfigs[kMlaWg] : large;
     if (p.profile == FV_PROFILE_LARGE_SMEM) {
       if (!large_fits) {
         *status = fail(FV_ERR_UNSUPPORTED,
@@ -57,9 +63,9 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
                        large.smem_bytes(), props.cc_major, props.cc_minor, props.max_smem_per_block);
         return nullptr;
       }
-      return &large;
+      return &large_or_wg;
     }
-    if (p.profile == FV_PROFILE_AUTO && large_fits) return &large;
+    if (p.profile == FV_PROFILE_AUTO && large_fits) return &large_or_wg;
     if (static_cast<std::size_t>(props.max_smem_per_block) < small.smem_bytes()) {
       *status = fail(FV_ERR_NO_DEVICE, "the GPU allows %d bytes of shared memory per block; MLA needs %zu",
                      props.max_smem_per_block, small.smem_bytes());

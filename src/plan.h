@@ -22,6 +22,8 @@ struct DeviceProps {
   // combine blocks a multiprocessor holds at once (the occupancy API on the loaded 512-column combine kernel,
   // the one with the most registers: 2 on sm_80 - sm_120 at 64 registers a thread)
   int combine_blocks_per_sm = 2;
+  // the library holds the Hopper MLA kernel (built when the architecture list has sm_90: sm_90a code)
+  bool wg_kernel = false;
 };
 
 // Layout of the scheduler's output at the head of the workspace (int32 words).

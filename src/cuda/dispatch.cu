@@ -23,6 +23,11 @@ namespace fv {
 
 template <int CFG, class T, bool MODS, bool KV8>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream);
+#if defined(FV_HAVE_WG_KERNEL)
+// the Hopper MLA kernel (verify_wg.cuh; src/cuda/wg/verify_mla_wg.cu, sm_90a code)
+template <class T>
+cudaError_t launch_verify_wg(const VerifyParams& p, dim3 grid, cudaStream_t stream);
+#endif
 
 namespace {
 
@@ -84,6 +89,13 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
     case kGqa128Bm32: return launch_verify<kGqa128Bm32, T, MODS, KV8>(p, grid, s);
     case kGqa128Bn32: return launch_verify<kGqa128Bn32, T, MODS, KV8>(p, grid, s);
     case kGqa128Bm32S3: return launch_verify<kGqa128Bm32S3, T, MODS, KV8>(p, grid, s);
+    case kMlaWg:
+      // the Hopper kernel has no score modifiers and no fp8 pools: those take the large mma.sync tile, whose
+      // geometry (and so the plan) is the same
+#if defined(FV_HAVE_WG_KERNEL)
+      if constexpr (!MODS && !KV8) return launch_verify_wg<T>(p, grid, s);
+#endif
+      return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -203,6 +215,9 @@ fv_status cuda_current_device(DeviceProps* out) {
   } else {
     cudaGetLastError();
   }
+#if defined(FV_HAVE_WG_KERNEL)
+  p.wg_kernel = true;
+#endif
   if (dev >= 0 && dev < kMaxDevices) {
     cache[dev] = p;
     cached[dev] = true;

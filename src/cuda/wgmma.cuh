@@ -129,6 +129,29 @@ __device__ __forceinline__ void mma_m64n64k16_rs_tb(float (&d)[32], const uint32
 #endif
 }
 
+// d += A (64 x 16, K-major SW128 from shared memory) * B (16 x 64, MN-major SW128: transposed); always
+// accumulates
+template <class T>
+__device__ __forceinline__ void mma_m64n64k16_ss_tb(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FV_WG_D32_LIST ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+        : FV_WG_D32
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FV_WG_D32_LIST ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+        : FV_WG_D32
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+  }
+#else
+  (void)d, (void)desc_a, (void)desc_b;
+#endif
+}
+
 #undef FV_WG_D32
 #undef FV_WG_D32_LIST
 

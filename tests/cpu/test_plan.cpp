@@ -147,17 +147,37 @@ TEST(Plan, ForcedConfigurationIsTakenForEveryKernelLayout) {
   static_assert(sizeof(fvt::kConfigLayouts) / sizeof(fvt::kConfigLayouts[0]) == fv::kNumConfigs,
                 "every configuration");
   fv::Plan plan;
+  fv::DeviceProps h200_wg = kH200;  // a library built for sm_90 holds the Hopper MLA kernel
+  h200_wg.wg_kernel = true;
   for (const fvt::ConfigLayout& c : fvt::kConfigLayouts) {
     fv_problem p = mla_problem(c.hq, 8, 3);
     p.num_kv_heads = c.hkv;
     p.head_dim_qk = c.d;
     p.head_dim_v = c.mla ? 512 : c.d;
     const fvt::ScopedEnv forced("FLASHVERIFY_CONFIG", c.config);
-    ASSERT_EQ(fv::make_plan(p, kH200, &plan), FV_OK) << c.config;
+    ASSERT_EQ(fv::make_plan(p, h200_wg, &plan), FV_OK) << c.config;
     EXPECT_STREQ(plan.cfg->name, c.config);
     // a large-smem tile forced on sm_120 is ignored: the planner's own choice, which fits 99 KB
     ASSERT_EQ(fv::make_plan(p, kSm120, &plan), FV_OK) << c.config;
     EXPECT_LE(plan.cfg->smem_bytes(), fv::kSmallSmemLimit) << c.config;
+  }
+  {
+    // the Hopper MLA kernel needs the library to hold it and an sm_90 device; else the large tile
+    const fvt::ScopedEnv forced("FLASHVERIFY_CONFIG", "mla576_wg_bm64_bn64_s2");
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 3), kH200, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
+    fv::DeviceProps sm100 = h200_wg;
+    sm100.cc_major = 10;
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 3), sm100, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
+    // it shares the large tile's plan
+    fv::Plan large;
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 3), h200_wg, &plan), FV_OK);
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 3), kH200, &large), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kMlaWg);
+    EXPECT_EQ(plan.m_tiles, large.m_tiles);
+    EXPECT_EQ(plan.num_parts, large.num_parts);
+    EXPECT_EQ(plan.total, large.total);
   }
   const fvt::ScopedEnv other_dims("FLASHVERIFY_CONFIG", "gqa64_bm64_bn64_s4");  // ignored for a d128 problem
   fv_problem g = mla_problem(32, 8, 16);

@@ -1,0 +1,372 @@
+// The Hopper MLA verify kernel (sm_90a, wgmma). WIP: written without a GPU at hand, not yet run; selected only
+// when forced (FLASHVERIFY_CONFIG=mla576_wg_bm64_bn64_s2 or FLASHVERIFY_WGMMA=1) on an sm_90 device, for
+// layers without SGLang's score modifiers and with 16-bit KV pools (anything else takes the mma.sync tile).
+//
+// Same work split, plan, segments, tree mask and partial-state layout as the mma.sync MLA tile (verify.cuh,
+// configuration kMlaLarge: 64 rows x 64 keys a step, 2 stages, 256 threads), different inner products:
+//  - Q (64 x 576) and each stage's K rows (64 x 576; V is their first 512 columns) live in SW128 tiles
+//    (wgmma.cuh), 9 column tiles each: 72 KB apiece, 216 KB with both stages; P (64 x 64) one more tile.
+//  - Warpgroup 0 computes S = Q K^T with 36 wgmma m64n64k16 (operands straight from shared memory, no
+//    ldmatrix), so each of its threads holds whole rows across its quad: the row maximum needs two shuffles
+//    and no shared-memory exchange. It turns S into P in registers (its own A operand for P V), stores P into
+//    the P tile and the rescale factors for warpgroup 1, and signals it with a named barrier.
+//  - O (64 x 512 fp32) is split by columns: warpgroup 0 holds columns 0..255 (P from registers), warpgroup 1
+//    columns 256..511 (P from the P tile), 128 accumulators a thread each.
+// Step order: wait for the step's copies, barrier W (every warp is done with the previous step's P and
+// stage), refill the other stage, S and softmax (WG 0) / wait for P (WG 1), P V (both).
+#pragma once
+
+#include <cstdint>
+
+#include "verify.cuh"
+#include "wgmma.cuh"
+
+namespace fv {
+
+template <class T>
+struct VerifyWg {
+  using V = Verify<kMlaLarge, T, false, false>;  // its segment type, row-index fetch, Q rows and tree test
+  using Seg = typename V::Seg;
+  using RowIdx = typename V::RowIdx;
+  static constexpr int BM = 64, BN = 64, DQK = 576, DV = 512, THREADS = 256;
+  static constexpr int KT = DQK / 64;                    // SW128 column tiles of a row
+  static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
+  static constexpr uint32_t OPER = KT * TILE;            // Q, or one stage of K rows
+  static constexpr uint32_t OFF_Q = 0, OFF_K = OPER, OFF_P = OFF_K + 2 * OPER, OFF_STATS = OFF_P + TILE;
+  static constexpr uint32_t SMEM = OFF_STATS + 3 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
+  static_assert(V::BM == BM && V::BN == BN && V::DQK == DQK && V::DV == DV && V::THREADS == THREADS,
+                "the mma.sync MLA tile's geometry (its row fetch is reused)");
+  static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
+  static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
+
+  // Key rows of `step` into a stage: thread (r0 = tid / 8, c0 = tid % 8) copies chunks 8 c + c0 (c = 0..8) of
+  // rows r0 and r0 + 32, i.e. chunk c0 of SW128 tile c (the rows fetch_rows loaded the slot indices of)
+  __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, uint32_t k_base) {
+    const int r0 = threadIdx.x / 8, c0 = threadIdx.x % 8;
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int row = r0 + pass * 32;
+      const int pos = step * BN + row;
+      const T* src = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
+      int bytes = 0;
+      if (pos < s.plen) {
+        const int64_t slot = p.paged ? ri.raw[pass] * p.page_size + pos % p.page_size : ri.raw[pass];
+        src = static_cast<const T*>(p.k_pool) + slot * p.k_pool_stride_slot;  // MLA: one KV head
+        bytes = 16;
+      } else if (pos < s.len) {
+        src = static_cast<const T*>(p.k_draft) + (s.qo0 + (pos - s.plen)) * p.k_draft_stride_token;
+        bytes = 16;
+      }
+#pragma unroll
+      for (int c = 0; c < KT; ++c) cp_async_16(k_base + c * TILE + wg::sw128_offset(row, c0), src + (8 * c + c0) * 8, bytes);
+    }
+  }
+
+  // Q rows: thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (18 of the row's 72)
+  __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base) {
+    const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
+    int bytes;
+    const T* src = V::q_row_src(p, s, m_tile, 0, row, bytes);
+#pragma unroll
+    for (int c = 0; c < DQK / 8 / 4; ++c) {
+      const int cc = c0 + 4 * c;
+      cp_async_16(q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8), src + cc * 8, bytes);
+    }
+  }
+
+  __device__ static void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
+  __device__ static void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
+
+  __device__ static void rescale(float (&o)[4][32], float a0, float a1) {
+    if (a0 == 1.f && a1 == 1.f) return;
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        o[nb][4 * j] *= a0;
+        o[nb][4 * j + 1] *= a0;
+        o[nb][4 * j + 2] *= a1;
+        o[nb][4 * j + 3] *= a1;
+      }
+  }
+  __device__ static void fence_operands(float (&o)[4][32]) {
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+      for (int i = 0; i < 32; ++i) wg::fence_operand(o[nb][i]);
+  }
+
+  __device__ static void run_segment(const VerifyParams& p, const Seg& s, int m_tile, int split, int num_splits,
+                                     int slot0, uint8_t* smem) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const int wgi = warp / 4, wq = warp % 4;  // warpgroup, warp within it: rows 16 wq + g (+ 8)
+    const uint32_t base = smem_addr(smem);
+    const uint32_t q_base = base + OFF_Q, p_base = base + OFF_P;
+    float* alpha_s = reinterpret_cast<float*>(smem + OFF_STATS);
+    float* l_fin = alpha_s + BM;
+    float* m_fin = l_fin + BM;
+
+    __syncthreads();  // the previous segment is done with every shared buffer
+
+    // ---- prologue: Q and the first step (one cp.async group), the second step's slot indices
+    load_q(p, s, m_tile, q_base);
+    RowIdx ri;
+    if (s.k_begin < s.k_end) {
+      V::fetch_rows(p, s, s.k_begin, ri);
+      issue_rows(p, s, s.k_begin, ri, base + OFF_K);
+    }
+    cp_async_commit();
+    if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
+
+    int row_of[2], tok[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_of[h] = 16 * wq + g + 8 * h;
+      tok[h] = (m_tile * BM + row_of[h]) / p.group;
+    }
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    float o[4][32];  // columns 256 wgi + 64 nb + 8 j + 2 t4 (+1), rows g (+ 8) of the warp's 16
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+      for (int i = 0; i < 32; ++i) o[nb][i] = 0.f;
+
+    for (int step = s.k_begin; step < s.k_end; ++step) {
+      const int it = step - s.k_begin;
+      cp_async_wait<0>();
+      wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
+      __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
+      {
+        const int next = step + 1;
+        if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER);
+        cp_async_commit();
+        if (next + 1 < s.k_end) V::fetch_rows(p, s, next + 1, ri);
+      }
+      const uint32_t k_base = base + OFF_K + (it & 1) * OPER;
+
+      if (wgi == 0) {
+        // ---- S = Q K^T
+        float acc[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          acc[i] = 0.f;
+          wg::fence_operand(acc[i]);
+        }
+        wg::fence();
+#pragma unroll
+        for (int kb = 0; kb < KT; ++kb)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            wg::mma_m64n64k16_ss<T>(acc, wg::desc_sw128(q_base + kb * TILE + 32 * j, 16, 1024),
+                                    wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024), kb + j > 0);
+        wg::commit();
+        wg::wait<0>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wg::fence_operand(acc[i]);
+
+        // ---- scale; mask keys past the request and draft keys outside the tree
+        const bool tail = (step + 1) * BN > s.plen;
+        float mx[2] = {-INFINITY, -INFINITY};
+        if (!tail) {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) acc[i] *= p.scale_log2;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              float v = acc[4 * j + e] * p.scale_log2;
+              const int pos = step * BN + 8 * j + 2 * t4 + (e & 1);
+              const int tk = tok[e >> 1];
+              if (pos >= s.len) v = -INFINITY;
+              else if (pos >= s.plen && (tk >= s.n || !V::tree_visible(p, s, tk, pos - s.plen))) v = -INFINITY;
+              acc[4 * j + e] = v;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          mx[0] = fmaxf(mx[0], fmaxf(acc[4 * j], acc[4 * j + 1]));
+          mx[1] = fmaxf(mx[1], fmaxf(acc[4 * j + 2], acc[4 * j + 3]));
+        }
+        // ---- online softmax: a row lives in one quad
+        float use[2], alpha[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+          mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+          const float m_new = fmaxf(m_run[h], mx[h]);
+          use[h] = m_new == -INFINITY ? 0.f : m_new;  // a row that saw only masked keys keeps P at 0
+          alpha[h] = m_new == -INFINITY ? 1.f : exp2f(m_run[h] - m_new);
+          m_run[h] = m_new;
+        }
+        uint32_t a[4][4];  // P as the A operand of the 4 key steps: n-tile 2 kk -> a0, a1; 2 kk + 1 -> a2, a3
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float p0 = exp2_ftz(acc[4 * j] - use[0]), p1 = exp2_ftz(acc[4 * j + 1] - use[0]);
+          const float p2 = exp2_ftz(acc[4 * j + 2] - use[1]), p3 = exp2_ftz(acc[4 * j + 3] - use[1]);
+          sum[0] += p0 + p1;
+          sum[1] += p2 + p3;
+          const uint32_t w0 = pack2<T>(p0, p1), w1 = pack2<T>(p2, p3);
+          a[j / 2][2 * (j % 2)] = w0;
+          a[j / 2][2 * (j % 2) + 1] = w1;
+          // the P tile (SW128, rows x keys) for warpgroup 1: keys 8 j + 2 t4 are bytes 4 t4 of chunk j
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + wg::sw128_offset(row_of[0], j) + 4 * t4), "r"(w0));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + wg::sw128_offset(row_of[1], j) + 4 * t4), "r"(w1));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          l_run[h] = l_run[h] * alpha[h] + sum[h];
+          if (t4 == 0) alpha_s[row_of[h]] = alpha[h];
+        }
+        wg::fence_proxy_async();  // P, for warpgroup 1's operand reads
+        named_arrive(1);          // P and the rescale factors are in shared memory
+
+        // ---- O[:, 0:256] = O * alpha + P V
+        rescale(o, alpha[0], alpha[1]);
+        fence_operands(o);
+        wg::fence();
+#pragma unroll
+        for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk)
+            wg::mma_m64n64k16_rs_tb<T>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
+        wg::commit();
+        wg::wait<0>();
+        fence_operands(o);
+      } else {
+        named_sync(1);  // warpgroup 0 wrote P and the rescale factors
+        rescale(o, alpha_s[row_of[0]], alpha_s[row_of[1]]);
+        fence_operands(o);
+        wg::fence();
+#pragma unroll
+        for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk)
+            wg::mma_m64n64k16_ss_tb<T>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
+                                       wg::desc_sw128(k_base + (4 + nb) * TILE + 2048 * kk, TILE, 1024));
+        wg::commit();
+        wg::wait<0>();
+        fence_operands(o);
+      }
+    }
+
+    // ---- epilogue: warpgroup 0 holds the row sums (a row's quad covers all its keys)
+    if (wgi == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float l = l_run[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        if (t4 == 0) {
+          l_fin[row_of[h]] = l;
+          m_fin[row_of[h]] = m_run[h];
+        }
+      }
+    }
+    __syncthreads();
+
+    const bool final_out = num_splits == 1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_of[h], r = m_tile * BM + row;
+      if (r >= s.rows) continue;
+      float l = l_fin[row];
+      const float m = m_fin[row];
+      const int i = r / p.group, hq = r - i * p.group;  // MLA: one KV head, every q head in the group
+      // a sink joins the denominator once: here when the request is not split, else in the combine
+      if (final_out && p.sinks != nullptr && l > 0.f) l += exp2f(p.sinks[hq] * 1.4426950408889634f - m);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int64_t tok_row = s.qo0 + i;
+      const float lse2 = l > 0.f ? m + log2f(l) : -INFINITY;
+      const int col0 = 256 * wgi + 2 * t4;
+      if (final_out) {
+        const int64_t ob = tok_row * p.out_stride_token + int64_t(hq) * p.out_stride_head + col0;
+#pragma unroll
+        for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int col = 64 * nb + 8 * j;
+            const float x = o[nb][4 * j + 2 * h] * inv, y = o[nb][4 * j + 2 * h + 1] * inv;
+            if (p.out_fp32) *reinterpret_cast<float2*>(static_cast<float*>(p.out) + ob + col) = make_float2(x, y);
+            else *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + ob + col) = pack2<T>(x, y);
+          }
+        if (p.lse != nullptr && wgi == 0 && t4 == 0)
+          p.lse[tok_row * p.lse_stride_token + hq] = l > 0.f ? lse2 * 0.69314718055994531f : -INFINITY;
+      } else {
+        const int64_t prow = (int64_t(slot0 + split) * p.max_draft + i) * p.num_q_heads + hq;
+        float* dst = p.part_o + prow * DV + col0;
+#pragma unroll
+        for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            *reinterpret_cast<float2*>(dst + 64 * nb + 8 * j) =
+                make_float2(o[nb][4 * j + 2 * h] * inv, o[nb][4 * j + 2 * h + 1] * inv);
+        if (wgi == 0 && t4 == 0) p.part_lse[prow] = lse2;
+      }
+    }
+  }
+
+  // The mma.sync tile's run() with this tile's segment body (plan, segments, splits: verify.cuh)
+  __device__ static void run(const VerifyParams& p, uint8_t* smem_raw) {
+    uint8_t* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // SW128 tiles: 1024-aligned
+    const int m_tile = blockIdx.x, part = blockIdx.y;
+    pdl_launch_dependents();
+    __shared__ int32_t inline_sched[SchedLayout::words(kInlinePlanMaxBatch)];
+    const int32_t* sched = p.sched;
+    if (p.inline_plan) {
+      if (threadIdx.x < 32) V::plan_inline(p, inline_sched);
+      __syncthreads();
+      if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+        for (int w = threadIdx.x; w < SchedLayout::words(p.batch); w += blockDim.x) p.sched[w] = inline_sched[w];
+      sched = inline_sched;
+    }
+    const int parts = sched[0];
+    const int64_t total = sched[1];
+    if (part >= parts || total == 0) return;
+    const int32_t* cum = sched + SchedLayout::cum(p.batch);
+    const int32_t* first_part = sched + SchedLayout::first_part(p.batch);
+    const int32_t* num_splits = sched + SchedLayout::num_splits(p.batch);
+    const int32_t* slot_off = sched + SchedLayout::slot_offset(p.batch);
+    for_each_segment(part, parts, total, cum, p.batch, p.overhead, [&](int b, int k_begin, int k_end) {
+      Seg s;
+      s.b = b;
+      s.qo0 = load_index(p.qo_indptr, b, p.qo_i64);
+      s.n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - s.qo0);
+      s.kv0 = load_index(p.kv_indptr, b, p.kv_indptr_i64);
+      s.plen = static_cast<int>(load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - s.kv0);
+      s.len = s.plen + s.n;
+      s.rows = s.n * p.group;
+      s.mask0 = 0;
+      s.woff = 0;
+      if (p.bytes_direct) {
+        s.mask0 = load_index(p.mask_indptr, b, p.mask_indptr_i64);
+        s.woff = p.window_kv_offsets != nullptr ? p.window_kv_offsets[b] : 0;
+      }
+      s.k_begin = k_begin;  // (no sliding window: the modifiers take the mma.sync tile)
+      s.k_end = k_end;
+      if (m_tile * BM >= s.rows) return;
+      run_segment(p, s, m_tile, part - first_part[b], num_splits[b], slot_off[b], smem);
+    });
+  }
+};
+
+template <class T>
+__global__ void __launch_bounds__(256, 1) verify_wg_kernel(const __grid_constant__ VerifyParams p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+#if FV_HAS_WGMMA
+  VerifyWg<T>::run(p, smem);
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built for sm_90a only (the planner never selects it elsewhere)
+#endif
+}
+
+template <class T>
+cudaError_t launch_verify_wg(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
+  cudaError_t err = cudaFuncSetAttribute(verify_wg_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(VerifyWg<T>::SMEM));
+  if (err != cudaSuccess) return err;
+  verify_wg_kernel<T><<<grid, VerifyWg<T>::THREADS, VerifyWg<T>::SMEM, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace fv

@@ -1,0 +1,10 @@
+// The Hopper MLA kernel's instantiations (verify_wg.cuh). Compiled for sm_90a only (CMakeLists.txt: the
+// flashverify_wg object library), as wgmma exists on no other target.
+#include "../verify_wg.cuh"
+
+namespace fv {
+
+template cudaError_t launch_verify_wg<__nv_bfloat16>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg<__half>(const VerifyParams&, dim3, cudaStream_t);
+
+}  // namespace fv
