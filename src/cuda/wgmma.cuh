@@ -11,7 +11,8 @@
 //    tile(kb) + 32 j; the 8-row groups are 1024 bytes apart (SBO); LBO is unused for swizzled K-major.
 //  - MN-major operand (V as B of O = P V: N = d runs along a 128-byte row, K = keys down the rows): the k16
 //    step kk (keys 16 kk ..) starts at tile + 2048 kk; the two 8-key atoms of a step are 1024 bytes apart
-//    (SBO); 64-column N tiles are R * 128 bytes apart (LBO, used when N > 64).
+//    (SBO); 64-column N tiles are R * 128 bytes apart (LBO: CUTLASS's meaning; unused by the N = 64 MMAs here,
+//    so the GPU test cannot check it).
 // These descriptor choices are what tests/gpu/test_wgmma.cu checks on the GPU (not yet run: see NOTES).
 #pragma once
 
@@ -25,6 +26,13 @@
 #define FV_HAS_WGMMA 1
 #else
 #define FV_HAS_WGMMA 0
+#endif
+
+// device code built without wgmma must never reach an MMA: it would leave its accumulators unchanged
+#if defined(__CUDA_ARCH__)
+#define FV_WG_UNAVAILABLE() __trap()
+#else
+#define FV_WG_UNAVAILABLE() ((void)0)
 #endif
 
 namespace fv {
@@ -101,6 +109,7 @@ __device__ __forceinline__ void mma_m64n64k16_ss(float (&d)[32], uint64_t desc_a
   }
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  FV_WG_UNAVAILABLE();
 #endif
 }
 
@@ -126,6 +135,7 @@ __device__ __forceinline__ void mma_m64n64k16_rs_tb(float (&d)[32], const uint32
   }
 #else
   (void)d, (void)a, (void)desc_b;
+  FV_WG_UNAVAILABLE();
 #endif
 }
 
@@ -149,6 +159,7 @@ __device__ __forceinline__ void mma_m64n64k16_ss_tb(float (&d)[32], uint64_t des
   }
 #else
   (void)d, (void)desc_a, (void)desc_b;
+  FV_WG_UNAVAILABLE();
 #endif
 }
 

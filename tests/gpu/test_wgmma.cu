@@ -60,7 +60,9 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
   uint8_t* qs = smem;
   uint8_t* ks = smem + kOperandBytes;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-  if (tid == 0) *has_wgmma = FV_HAS_WGMMA;
+  // 1: built with wgmma; -1: the dynamic shared memory is not 1024-byte aligned (SW128 needs it)
+  if (tid == 0) *has_wgmma = (saddr(smem) & 1023u) != 0 ? -1 : FV_HAS_WGMMA;
+#if FV_HAS_WGMMA  // (the MMA helpers trap without wgmma)
   // rows of 72 16-byte chunks into 9 SW128 tiles
   for (int e = tid; e < kRows * (kDqk / 8); e += 128) {
     const int r = e / (kDqk / 8), cc = e % (kDqk / 8), kb = cc / 8, c = cc % 8;
@@ -130,6 +132,9 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
         o_out[row * kDv + col] = o[4 * j + e];
       }
   }
+#else
+  (void)q, (void)k, (void)s_out, (void)p_out, (void)o_out, (void)mn_lbo, (void)mn_sbo, (void)g, (void)t4, (void)warp;
+#endif
 }
 
 float to_float_host(uint16_t b, bool fp16) {
@@ -149,7 +154,7 @@ struct Errors {
 };
 
 template <class T>
-Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, bool* has_wgmma) {
+Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   const bool fp16 = std::is_same_v<T, __half>;
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -185,7 +190,7 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, bool* has_wgmma) {
   cudaMemcpy(o.data(), dout, o.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(&flag, dflag, 4, cudaMemcpyDeviceToHost);
   cudaFree(dq), cudaFree(dk), cudaFree(ds), cudaFree(dp), cudaFree(dout), cudaFree(dflag);
-  *has_wgmma = flag != 0;
+  *has_wgmma = flag;
 
   Errors err;
   double num = 0, den = 0;
@@ -221,12 +226,14 @@ bool on_sm90() {
 
 template <class T>
 void check_tile(const char* name) {
-  // fp32 accumulation of 576 (S) and 64 (O) products of 16-bit values: relative L2 errors near 1e-7; 1e-5
-  // leaves room for the tensor cores' truncating sums and fails any layout error (those are O(1))
-  constexpr double kTol = 1e-5;
-  bool has = false;
+  // fp32 accumulation of 576 (S) and 64 (O) products of 16-bit values: relative L2 errors near 1e-6 (the
+  // tensor cores' sums truncate); 1e-4 fails any layout error (those are O(1)). With N = 64 the MN-major
+  // descriptor's LBO is never used: the probe tells the SBO readings apart.
+  constexpr double kTol = 1e-4;
+  int has = 0;
   const Errors doc = run_tile<T>(64 * 128, 1024, &has);  // wgmma.cuh: LBO = next 64-column tile, SBO = next 8 keys
-  ASSERT_TRUE(has) << "fv_wgmma_tests was not compiled for sm_90a (FV_HAS_WGMMA = 0)";
+  ASSERT_NE(has, -1) << "dynamic shared memory is not 1024-byte aligned";
+  ASSERT_EQ(has, 1) << "fv_wgmma_tests was not compiled for sm_90a (FV_HAS_WGMMA = 0)";
   const Errors alt = run_tile<T>(1024, 64 * 128, &has);
   std::printf("[ wgmma %s ] S rel L2 %.2e; O rel L2 %.2e (LBO 8192, SBO 1024: documented) / %.2e (LBO 1024, SBO 8192)\n",
               name, doc.s_rel, doc.o_rel, alt.o_rel);
