@@ -53,8 +53,9 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
                             static_cast<std::size_t>(props.max_smem_per_block) >= large.smem_bytes();
     // the Hopper (wgmma) kernel in the large tile's place: opt-in while it is new (FLASHVERIFY_WGMMA=1); the
     // dispatcher keeps the mma.sync tile for score modifiers and fp8 pools, which it does not implement
-    static const bool wg_wanted = env_is_1("FLASHVERIFY_WGMMA");
-    const TileConfig& large_or_wg = wg_wanted && fits(kTileConfigs[kMlaWg], props) ? kTileConfigs[kMlaWg] : large;
+    const bool wg_wanted = env_is_1("FLASHVERIFY_WGMMA");  // read per call, like FLASHVERIFY_COMBINE_WPR
+    const TileConfig& large_or_wg =
+        wg_wanted && p.num_kv_heads == 1 && fits(kTileConfigs[kMlaWg], props) ? kTileConfigs[kMlaWg] : large;
     if (p.profile == FV_PROFILE_LARGE_SMEM) {
       if (!large_fits) {
         *status = fail(FV_ERR_UNSUPPORTED,

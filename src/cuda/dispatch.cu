@@ -93,7 +93,9 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
       // the Hopper kernel has no score modifiers and no fp8 pools: those take the large mma.sync tile, whose
       // geometry (and so the plan) is the same
 #if defined(FV_HAVE_WG_KERNEL)
-      if constexpr (!MODS && !KV8) return launch_verify_wg<T>(p, grid, s);
+      // (and it is written for MLA's single KV head: grid.z == 1)
+      if constexpr (!MODS && !KV8)
+        if (grid.z == 1) return launch_verify_wg<T>(p, grid, s);
 #endif
       return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;

@@ -1,6 +1,7 @@
 // The Hopper MLA verify kernel (sm_90a, wgmma). WIP: written without a GPU at hand, not yet run; selected only
 // when forced (FLASHVERIFY_CONFIG=mla576_wg_bm64_bn64_s2 or FLASHVERIFY_WGMMA=1) on an sm_90 device, for
-// layers without SGLang's score modifiers and with 16-bit KV pools (anything else takes the mma.sync tile).
+// layers without SGLang's score modifiers, with 16-bit KV pools and one KV head (anything else takes the
+// mma.sync tile: dispatch.cu).
 //
 // Same work split, plan, segments, tree mask and partial-state layout as the mma.sync MLA tile (verify.cuh,
 // configuration kMlaLarge: 64 rows x 64 keys a step, 2 stages, 256 threads), different inner products:
@@ -38,6 +39,7 @@ struct VerifyWg {
                 "the mma.sync MLA tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
   static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
+  static_assert(SMEM <= kTileConfigs[kMlaWg].smem_bytes() + 1024, "the planner's figure (tile_config.h) covers it");
 
   // Key rows of `step` into a stage: thread (r0 = tid / 8, c0 = tid % 8) copies chunks 8 c + c0 (c = 0..8) of
   // rows r0 and r0 + 32, i.e. chunk c0 of SW128 tile c (the rows fetch_rows loaded the slot indices of)

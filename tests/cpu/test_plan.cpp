@@ -179,6 +179,16 @@ TEST(Plan, ForcedConfigurationIsTakenForEveryKernelLayout) {
     EXPECT_EQ(plan.num_parts, large.num_parts);
     EXPECT_EQ(plan.total, large.total);
   }
+  {
+    // FLASHVERIFY_WGMMA=1 asks for it where it applies: MLA with one KV head on an sm_90 device whose library holds it
+    const fvt::ScopedEnv wanted("FLASHVERIFY_WGMMA", "1");
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 3), h200_wg, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kMlaWg);
+    fv_problem two_heads = mla_problem(16, 8, 3);
+    two_heads.num_kv_heads = 2;
+    ASSERT_EQ(fv::make_plan(two_heads, h200_wg, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
+  }
   const fvt::ScopedEnv other_dims("FLASHVERIFY_CONFIG", "gqa64_bm64_bn64_s4");  // ignored for a d128 problem
   fv_problem g = mla_problem(32, 8, 16);
   g.num_kv_heads = 8;
