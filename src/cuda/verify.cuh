@@ -982,6 +982,29 @@ struct Verify {
     FV_TRACE(trace_block(), 14);
   }
 
+  // Request b's segment of the planned key steps [k_begin, k_end)
+  __device__ __forceinline__ static Seg make_seg(const VerifyParams& p, int b, int k_begin, int k_end) {
+    Seg s;
+    s.b = b;
+    s.qo0 = load_index(p.qo_indptr, b, p.qo_i64);
+    s.n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - s.qo0);
+    s.kv0 = load_index(p.kv_indptr, b, p.kv_indptr_i64);
+    s.plen = static_cast<int>(load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - s.kv0);
+    s.len = s.plen + s.n;
+    s.rows = s.n * p.group;
+    s.mask0 = 0;
+    s.woff = 0;
+    if (p.bytes_direct) {
+      s.mask0 = load_index(p.mask_indptr, b, p.mask_indptr_i64);
+      s.woff = p.window_kv_offsets != nullptr ? p.window_kv_offsets[b] : 0;
+    }
+    // a sliding window hides the first steps of a long prefix; the planner did not count them
+    const int skip = window_skip_steps(s.plen, p.window, BN);
+    s.k_begin = k_begin + skip;
+    s.k_end = k_end + skip;
+    return s;
+  }
+
   // the CTA's trace record (trace.cuh)
   __device__ __forceinline__ static int64_t trace_block() {
     return blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
@@ -1058,24 +1081,7 @@ struct Verify {
     const int32_t* num_splits = sched + SchedLayout::num_splits(p.batch);
     const int32_t* slot_off = sched + SchedLayout::slot_offset(p.batch);
     for_each_segment(part, parts, total, cum, p.batch, p.overhead, [&](int b, int k_begin, int k_end) {
-      Seg s;
-      s.b = b;
-      s.qo0 = load_index(p.qo_indptr, b, p.qo_i64);
-      s.n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - s.qo0);
-      s.kv0 = load_index(p.kv_indptr, b, p.kv_indptr_i64);
-      s.plen = static_cast<int>(load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - s.kv0);
-      s.len = s.plen + s.n;
-      s.rows = s.n * p.group;
-      s.mask0 = 0;
-      s.woff = 0;
-      if (p.bytes_direct) {
-        s.mask0 = load_index(p.mask_indptr, b, p.mask_indptr_i64);
-        s.woff = p.window_kv_offsets != nullptr ? p.window_kv_offsets[b] : 0;
-      }
-      // a sliding window hides the first steps of a long prefix; the planner did not count them
-      const int skip = window_skip_steps(s.plen, p.window, BN);
-      s.k_begin = k_begin + skip;
-      s.k_end = k_end + skip;
+      const Seg s = make_seg(p, b, k_begin, k_end);
       if (m_tile * BM >= s.rows) return;  // this row tile has no queries in request b
       run_segment(p, s, m_tile, hk, part - first_part[b], num_splits[b], slot_off[b], smem);
     });

@@ -330,22 +330,7 @@ struct VerifyWg {
     const int32_t* num_splits = sched + SchedLayout::num_splits(p.batch);
     const int32_t* slot_off = sched + SchedLayout::slot_offset(p.batch);
     for_each_segment(part, parts, total, cum, p.batch, p.overhead, [&](int b, int k_begin, int k_end) {
-      Seg s;
-      s.b = b;
-      s.qo0 = load_index(p.qo_indptr, b, p.qo_i64);
-      s.n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - s.qo0);
-      s.kv0 = load_index(p.kv_indptr, b, p.kv_indptr_i64);
-      s.plen = static_cast<int>(load_index(p.kv_indptr, b + 1, p.kv_indptr_i64) - s.kv0);
-      s.len = s.plen + s.n;
-      s.rows = s.n * p.group;
-      s.mask0 = 0;
-      s.woff = 0;
-      if (p.bytes_direct) {
-        s.mask0 = load_index(p.mask_indptr, b, p.mask_indptr_i64);
-        s.woff = p.window_kv_offsets != nullptr ? p.window_kv_offsets[b] : 0;
-      }
-      s.k_begin = k_begin;  // (no sliding window: the modifiers take the mma.sync tile)
-      s.k_end = k_end;
+      const Seg s = V::make_seg(p, b, k_begin, k_end);  // (no sliding window here: it is a modifier)
       if (m_tile * BM >= s.rows) return;
       run_segment(p, s, m_tile, part - first_part[b], num_splits[b], slot_off[b], smem);
     });

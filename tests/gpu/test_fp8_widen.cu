@@ -42,19 +42,6 @@ float e4m3_to_float(uint32_t code) {  // OCP e4m3: bias 7, S.1111.111 NaN, subno
   return (code & 0x80) ? -v : v;
 }
 
-float bits_to_float(uint16_t b, bool fp16) {
-  if (!fp16) {
-    const uint32_t u = uint32_t(b) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  const uint32_t s = b >> 15, e = (b >> 10) & 31, m = b & 1023;
-  float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
-            : e == 31 ? (m ? NAN : INFINITY)
-                      : std::ldexp(1.f + m / 1024.f, static_cast<int>(e) - 15);
-  return s ? -v : v;
-}
 
 template <class T>
 void check_codes(bool fp16) {
@@ -70,7 +57,7 @@ void check_codes(bool fp16) {
     const uint32_t c = w & 255, pos = w >> 8;
     for (uint32_t j = 0; j < 4; ++j) {
       const uint32_t code = j == pos ? c : (c * 37u + 11u * j + 5u) & 255u;
-      const float got = bits_to_float(h[w * 4 + j], fp16), want = e4m3_to_float(code);
+      const float got = fvg::bits16_to_float(h[w * 4 + j], fp16), want = e4m3_to_float(code);
       bool ok;
       if (std::isnan(want)) ok = fp16 ? std::isnan(got) : got == ((code & 0x80) ? -480.f : 480.f);  // flashverify.h, kv_dtype
       else ok = got == want && std::signbit(got) == std::signbit(want);

@@ -137,18 +137,6 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
 #endif
 }
 
-float to_float_host(uint16_t b, bool fp16) {
-  if (!fp16) {
-    const uint32_t u = uint32_t(b) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  const uint32_t s = b >> 15, e = (b >> 10) & 31, m = b & 1023;
-  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.f + m / 1024.f, int(e) - 15);
-  return s ? -v : v;
-}
-
 struct Errors {
   double s_rel = 0, o_rel = 0;
 };
@@ -162,8 +150,8 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   for (auto& x : q) x = T(u(rng));
   for (auto& x : k) x = T(u(rng));
   std::vector<float> qf(q.size()), kf(k.size());
-  for (size_t i = 0; i < q.size(); ++i) qf[i] = to_float_host(reinterpret_cast<const uint16_t&>(q[i]), fp16);
-  for (size_t i = 0; i < k.size(); ++i) kf[i] = to_float_host(reinterpret_cast<const uint16_t&>(k[i]), fp16);
+  for (size_t i = 0; i < q.size(); ++i) qf[i] = fvg::bits16_to_float(reinterpret_cast<const uint16_t&>(q[i]), fp16);
+  for (size_t i = 0; i < k.size(); ++i) kf[i] = fvg::bits16_to_float(reinterpret_cast<const uint16_t&>(k[i]), fp16);
 
   T *dq, *dk;
   float *ds, *dp, *dout;
