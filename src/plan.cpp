@@ -51,9 +51,11 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
     // the large config's kernel body is compiled for sm_90 and sm_100 only (tile_config.h)
     const bool large_fits = props.cc_major >= 9 && props.cc_major < 12 &&
                             static_cast<std::size_t>(props.max_smem_per_block) >= large.smem_bytes();
-    // the Hopper (wgmma) kernel in the large tile's place: opt-in while it is new (FLASHVERIFY_WGMMA=1); the
-    // dispatcher keeps the mma.sync tile for score modifiers and fp8 pools, which it does not implement
-    const bool wg_wanted = env_is_1("FLASHVERIFY_WGMMA");  // read per call, like FLASHVERIFY_COMBINE_WPR
+    // the Hopper (wgmma) kernel in the large tile's place wherever it applies (an sm_90 device, a library built
+    // for sm_90, one KV head): measured 1.3x (b1) to 1.7x (B16) the large tile (H200, bench/NOTES.md v12).
+    // FLASHVERIFY_WGMMA=0 keeps the mma.sync tile (benchmark A/B); read per call, like FLASHVERIFY_COMBINE_WPR.
+    // The dispatcher keeps the mma.sync tile for what the Hopper kernel does not implement (dispatch.cu).
+    const bool wg_wanted = env_on_unless_0("FLASHVERIFY_WGMMA");
     const TileConfig& large_or_wg =
         wg_wanted && p.num_kv_heads == 1 && fits(kTileConfigs[kMlaWg], props) ? kTileConfigs[kMlaWg] : large;
     if (p.profile == FV_PROFILE_LARGE_SMEM) {

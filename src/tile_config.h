@@ -78,7 +78,7 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // the 32-row tile with a third stage where shared memory allows it (sm_90 / sm_100: 109 KB, two CTAs a
     // multiprocessor): two steps of K/V in flight per CTA instead of one
     {kGqa128Bm32S3, "gqa128_bm32_bn64_s3", 32, 64, 128, 128, 2, 2, 2, 2, 3, false, 2, true, 2, 2},
-    // the Hopper MLA kernel (verify_wg.cuh: wgmma, sm_90a only; WIP, opt-in): the large tile's geometry and
+    // the Hopper MLA kernel (verify_wg.cuh: wgmma, sm_90a only; the MLA default on sm_90): the large tile's geometry and
     // plan, its own shared-memory layout (verify_wg.cuh's SMEM; this entry's smem_bytes is the large tile's)
     {kMlaWg, "mla576_wg_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
 };

@@ -1,7 +1,8 @@
-// The Hopper MLA verify kernel (sm_90a, wgmma). WIP: written without a GPU at hand, not yet run; selected only
-// when forced (FLASHVERIFY_CONFIG=mla576_wg_bm64_bn64_s2 or FLASHVERIFY_WGMMA=1) on an sm_90 device, for
-// layers without SGLang's score modifiers, with 16-bit KV pools and one KV head (anything else takes the
-// mma.sync tile: dispatch.cu).
+// The Hopper MLA verify kernel (sm_90a, wgmma): the planner's MLA tile on sm_90 devices when the library was
+// built for sm_90 (FLASHVERIFY_WGMMA=0 keeps the mma.sync tile), for layers without SGLang's score modifiers,
+// with 16-bit KV pools and one KV head (anything else takes the mma.sync tile: dispatch.cu). Measured on the
+// H200 against the mma.sync tile (bench/NOTES.md v12): MLA Hq16 N8 b1 40.4 vs 52.9 us, N64 B16 ~470 vs 275
+// TFLOP/s.
 //
 // Same work split, plan, segments, tree mask and partial-state layout as the mma.sync MLA tile (verify.cuh,
 // configuration kMlaLarge: 64 rows x 64 keys a step, 2 stages, 256 threads), different inner products:
@@ -119,6 +120,7 @@ struct VerifyWg {
     }
     cp_async_commit();
     if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
+    FV_TRACE(V::trace_block(), 2);
 
     int row_of[2], tok[2];
 #pragma unroll
@@ -138,6 +140,7 @@ struct VerifyWg {
       cp_async_wait<0>();
       wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
       __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
+      if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
       {
         const int next = step + 1;
         if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER);
@@ -266,6 +269,7 @@ struct VerifyWg {
       }
     }
     __syncthreads();
+    FV_TRACE(V::trace_block(), 13);
 
     const bool final_out = num_splits == 1;
 #pragma unroll
@@ -306,12 +310,14 @@ struct VerifyWg {
         if (wgi == 0 && t4 == 0) p.part_lse[prow] = lse2;
       }
     }
+    FV_TRACE(V::trace_block(), 14);
   }
 
   // The mma.sync tile's run() with this tile's segment body (plan, segments, splits: verify.cuh)
   __device__ static void run(const VerifyParams& p, uint8_t* smem_raw) {
     uint8_t* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // SW128 tiles: 1024-aligned
     const int m_tile = blockIdx.x, part = blockIdx.y;
+    FV_TRACE_TAG(V::trace_block(), 0, part);
     pdl_launch_dependents();
     __shared__ int32_t inline_sched[SchedLayout::words(kInlinePlanMaxBatch)];
     const int32_t* sched = p.sched;
@@ -322,6 +328,7 @@ struct VerifyWg {
         for (int w = threadIdx.x; w < SchedLayout::words(p.batch); w += blockDim.x) p.sched[w] = inline_sched[w];
       sched = inline_sched;
     }
+    FV_TRACE(V::trace_block(), 1);
     const int parts = sched[0];
     const int64_t total = sched[1];
     if (part >= parts || total == 0) return;

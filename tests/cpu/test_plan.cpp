@@ -180,13 +180,26 @@ TEST(Plan, ForcedConfigurationIsTakenForEveryKernelLayout) {
     EXPECT_EQ(plan.total, large.total);
   }
   {
-    // FLASHVERIFY_WGMMA=1 asks for it where it applies: MLA with one KV head on an sm_90 device whose library holds it
-    const fvt::ScopedEnv wanted("FLASHVERIFY_WGMMA", "1");
+    // unforced, the planner takes it wherever it applies: MLA with one KV head on an sm_90 device whose library
+    // holds it (the automatic and the large-smem profiles); FLASHVERIFY_WGMMA=0 keeps the mma.sync tile
     ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 3), h200_wg, &plan), FV_OK);
     EXPECT_EQ(plan.cfg->id, fv::kMlaWg);
+    fv_problem large_profile = mla_problem(16, 8, 3);
+    large_profile.profile = FV_PROFILE_LARGE_SMEM;
+    ASSERT_EQ(fv::make_plan(large_profile, h200_wg, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kMlaWg);
+    fv_problem small_profile = mla_problem(16, 8, 3);
+    small_profile.profile = FV_PROFILE_SMALL_SMEM;
+    ASSERT_EQ(fv::make_plan(small_profile, h200_wg, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kMlaSmall);
     fv_problem two_heads = mla_problem(16, 8, 3);
     two_heads.num_kv_heads = 2;
     ASSERT_EQ(fv::make_plan(two_heads, h200_wg, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 3), kH200, &plan), FV_OK);  // a library without it
+    EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
+    const fvt::ScopedEnv off("FLASHVERIFY_WGMMA", "0");
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 3), h200_wg, &plan), FV_OK);
     EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
   }
   const fvt::ScopedEnv other_dims("FLASHVERIFY_CONFIG", "gqa64_bm64_bn64_s4");  // ignored for a d128 problem
