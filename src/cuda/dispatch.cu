@@ -25,7 +25,7 @@ template <int CFG, class T, bool MODS, bool KV8>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #if defined(FV_HAVE_WG_KERNEL)
 // the Hopper MLA kernel (verify_wg.cuh; src/cuda/wg/verify_mla_wg.cu, sm_90a code)
-template <class T>
+template <class T, bool KV8>
 cudaError_t launch_verify_wg(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #endif
 
@@ -90,12 +90,16 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
     case kGqa128Bn32: return launch_verify<kGqa128Bn32, T, MODS, KV8>(p, grid, s);
     case kGqa128Bm32S3: return launch_verify<kGqa128Bm32S3, T, MODS, KV8>(p, grid, s);
     case kMlaWg:
-      // the Hopper kernel has no score modifiers and no fp8 pools: those take the large mma.sync tile, whose
-      // geometry (and so the plan) is the same
+      // the Hopper kernel takes 16-bit pools without modifiers, and fp8 pools with their k_scale / v_scale but
+      // no other modifier (logit cap, sliding window, xai temperature); anything else takes the large mma.sync
+      // tile, whose geometry (and so the plan) is the same
 #if defined(FV_HAVE_WG_KERNEL)
       // (and it is written for MLA's single KV head: grid.z == 1)
       if constexpr (!MODS && !KV8)
-        if (grid.z == 1) return launch_verify_wg<T>(p, grid, s);
+        if (grid.z == 1) return launch_verify_wg<T, false>(p, grid, s);
+      if constexpr (KV8)
+        if (grid.z == 1 && p.logit_cap == 0.f && p.window <= 0 && p.xai_len <= 0)
+          return launch_verify_wg<T, true>(p, grid, s);
 #endif
       return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;

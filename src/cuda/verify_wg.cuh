@@ -25,7 +25,11 @@
 
 namespace fv {
 
-template <class T>
+// KV8: the pool holds fp8 e4m3 bytes (SGLang's uint8 pools): a prefix row's 8 bytes a chunk are copied into the
+// second half of the chunk's 16-byte slot and widened to T in place by the thread that copied them, before the
+// step's first barrier (as the mma.sync tile does); k_scale scales the prefix scores and v_scale the prefix
+// values (folded into P; the row sums stay unscaled). Draft rows are T as ever.
+template <class T, bool KV8>
 struct VerifyWg {
   using V = Verify<kMlaLarge, T, false, false>;  // its segment type, row-index fetch, Q rows and tree test
   using Seg = typename V::Seg;
@@ -54,6 +58,12 @@ struct VerifyWg {
       int bytes = 0;
       if (pos < s.plen) {
         const int64_t slot = p.paged ? ri.raw[pass] * p.page_size + pos % p.page_size : ri.raw[pass];
+        if constexpr (KV8) {
+          const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot;
+#pragma unroll
+          for (int c = 0; c < KT; ++c) cp_async_8(k_base + c * TILE + wg::sw128_offset(row, c0) + 8, k8 + (8 * c + c0) * 8, 8);
+          continue;
+        }
         src = static_cast<const T*>(p.k_pool) + slot * p.k_pool_stride_slot;  // MLA: one KV head
         bytes = 16;
       } else if (pos < s.len) {
@@ -74,6 +84,26 @@ struct VerifyWg {
     for (int c = 0; c < DQK / 8 / 4; ++c) {
       const int cc = c0 + 4 * c;
       cp_async_16(q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8), src + cc * 8, bytes);
+    }
+  }
+
+  // KV8: widen the fp8 prefix rows this thread copied for `step` into the stage at `k_stage` (its copies are
+  // complete; no other thread touches these slots)
+  __device__ static void widen_rows(const Seg& s, int step, uint8_t* k_stage) {
+    const int r0 = threadIdx.x / 8, c0 = threadIdx.x % 8;
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int row = r0 + pass * 32;
+      if (step * BN + row >= s.plen) continue;
+#pragma unroll 1
+      for (int c = 0; c < KT; ++c) {
+        uint8_t* slot = k_stage + c * TILE + wg::sw128_offset(row, c0);
+        const uint2 w = *reinterpret_cast<const uint2*>(slot + 8);
+        uint4 o;
+        e4m3x4_to<T>(w.x, o.x, o.y);
+        e4m3x4_to<T>(w.y, o.z, o.w);
+        *reinterpret_cast<uint4*>(slot) = o;
+      }
     }
   }
 
@@ -138,6 +168,7 @@ struct VerifyWg {
     for (int step = s.k_begin; step < s.k_end; ++step) {
       const int it = step - s.k_begin;
       cp_async_wait<0>();
+      if constexpr (KV8) widen_rows(s, step, smem + OFF_K + (it & 1) * OPER);
       wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
       __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
@@ -172,9 +203,10 @@ struct VerifyWg {
         // ---- scale; mask keys past the request and draft keys outside the tree
         const bool tail = (step + 1) * BN > s.plen;
         float mx[2] = {-INFINITY, -INFINITY};
+        // KV8: k_scale multiplies the prefix scores (folded into scale_log2_prefix)
         if (!tail) {
 #pragma unroll
-          for (int i = 0; i < 32; ++i) acc[i] *= p.scale_log2;
+          for (int i = 0; i < 32; ++i) acc[i] *= KV8 ? p.scale_log2_prefix : p.scale_log2;
         } else {
 #pragma unroll
           for (int j = 0; j < 8; ++j)
@@ -182,6 +214,8 @@ struct VerifyWg {
             for (int e = 0; e < 4; ++e) {
               float v = acc[4 * j + e] * p.scale_log2;
               const int pos = step * BN + 8 * j + 2 * t4 + (e & 1);
+              if constexpr (KV8)
+                if (pos < s.plen) v = acc[4 * j + e] * p.scale_log2_prefix;
               const int tk = tok[e >> 1];
               if (pos >= s.len) v = -INFINITY;
               else if (pos >= s.plen && (tk >= s.n || !V::tree_visible(p, s, tk, pos - s.plen))) v = -INFINITY;
@@ -211,7 +245,16 @@ struct VerifyWg {
           const float p2 = exp2_ftz(acc[4 * j + 2] - use[1]), p3 = exp2_ftz(acc[4 * j + 3] - use[1]);
           sum[0] += p0 + p1;
           sum[1] += p2 + p3;
-          const uint32_t w0 = pack2<T>(p0, p1), w1 = pack2<T>(p2, p3);
+          uint32_t w0, w1;
+          if constexpr (KV8) {  // v_scale on the prefix keys' P (the row sums above stay unscaled)
+            const int pos = step * BN + 8 * j + 2 * t4;
+            const float v0 = pos < s.plen ? p.v_scale : 1.f, v1 = pos + 1 < s.plen ? p.v_scale : 1.f;
+            w0 = pack2<T>(p0 * v0, p1 * v1);
+            w1 = pack2<T>(p2 * v0, p3 * v1);
+          } else {
+            w0 = pack2<T>(p0, p1);
+            w1 = pack2<T>(p2, p3);
+          }
           a[j / 2][2 * (j % 2)] = w0;
           a[j / 2][2 * (j % 2) + 1] = w1;
           // the P tile (SW128, rows x keys) for warpgroup 1: keys 8 j + 2 t4 are bytes 4 t4 of chunk j
@@ -344,22 +387,23 @@ struct VerifyWg {
   }
 };
 
-template <class T>
+template <class T, bool KV8>
 __global__ void __launch_bounds__(256, 1) verify_wg_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T>::run(p, smem);
+  VerifyWg<T, KV8>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();  // built for sm_90a only (the planner never selects it elsewhere)
 #endif
 }
 
-template <class T>
+template <class T, bool KV8>
 cudaError_t launch_verify_wg(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
-  cudaError_t err = cudaFuncSetAttribute(verify_wg_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(VerifyWg<T>::SMEM));
+  using W = VerifyWg<T, KV8>;
+  cudaError_t err = cudaFuncSetAttribute(verify_wg_kernel<T, KV8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(W::SMEM));
   if (err != cudaSuccess) return err;
-  verify_wg_kernel<T><<<grid, VerifyWg<T>::THREADS, VerifyWg<T>::SMEM, stream>>>(p);
+  verify_wg_kernel<T, KV8><<<grid, W::THREADS, W::SMEM, stream>>>(p);
   return cudaGetLastError();
 }
 
