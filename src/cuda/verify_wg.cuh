@@ -107,6 +107,22 @@ struct VerifyWg {
     }
   }
 
+  // KV8, early widening: while this step's P V runs on the tensor cores, wait for the next step's copies (the
+  // only ones in flight) and widen this thread's rows of them (the other stage: no wgmma reads it now)
+#if defined(FV_WG_WIDEN_LATE)  // experiment: widen at the top of each step instead
+  static constexpr bool kWidenEarly = false;
+#else
+  static constexpr bool kWidenEarly = true;
+#endif
+  __device__ static void widen_next(const Seg& s, int step, int it, uint8_t* smem) {
+    if constexpr (KV8 && kWidenEarly) {
+      if (step + 1 < s.k_end) {
+        cp_async_wait<0>();
+        widen_rows(s, step + 1, smem + OFF_K + ((it + 1) & 1) * OPER);
+      }
+    }
+  }
+
   __device__ static void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
   __device__ static void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
 
@@ -168,7 +184,9 @@ struct VerifyWg {
     for (int step = s.k_begin; step < s.k_end; ++step) {
       const int it = step - s.k_begin;
       cp_async_wait<0>();
-      if constexpr (KV8) widen_rows(s, step, smem + OFF_K + (it & 1) * OPER);
+      // KV8: a segment's first step widens here; the others were widened during the previous step's P V
+      if constexpr (KV8)
+        if (!kWidenEarly || it == 0) widen_rows(s, step, smem + OFF_K + (it & 1) * OPER);
       wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
       __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
@@ -279,6 +297,7 @@ struct VerifyWg {
           for (int kk = 0; kk < 4; ++kk)
             wg::mma_m64n64k16_rs_tb<T>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
         wg::commit();
+        widen_next(s, step, it, smem);
         wg::wait<0>();
         fence_operands(o);
       } else {
@@ -293,6 +312,7 @@ struct VerifyWg {
             wg::mma_m64n64k16_ss_tb<T>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
                                        wg::desc_sw128(k_base + (4 + nb) * TILE + 2048 * kk, TILE, 1024));
         wg::commit();
+        widen_next(s, step, it, smem);
         wg::wait<0>();
         fence_operands(o);
       }
