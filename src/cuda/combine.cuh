@@ -19,11 +19,6 @@ namespace fv {
 
 constexpr int kCombineWarps = kCombineBlockWarps;  // (plan.h)
 constexpr int kCombineThreads = 32 * kCombineWarps;
-#if defined(FV_COMBINE_MIN_BLOCKS)  // experiment: a minimum of resident blocks in the combine kernels' bounds
-#define FV_COMBINE_BOUNDS __launch_bounds__(kCombineThreads, FV_COMBINE_MIN_BLOCKS)
-#else  // (an explicit minimum of 1 is not the same: ptxas then gives the kernels 70 registers instead of 64)
-#define FV_COMBINE_BOUNDS __launch_bounds__(kCombineThreads)
-#endif
 
 // A unit index (request, draft token, q head, column slice), slice fastest, split into its parts.
 struct CombineUnit {
@@ -129,7 +124,7 @@ __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float
 // merge still pass the barrier and the loop), so the launcher takes this one for wpr 16 until a single
 // kernel is measured as fast (bench/NOTES.md, v10).
 template <class T, int DV, int COLS>
-__global__ void FV_COMBINE_BOUNDS
+__global__ void __launch_bounds__(kCombineThreads)
     combine_block_kernel(const __grid_constant__ VerifyParams p) {
   static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
   constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)
@@ -190,7 +185,7 @@ __global__ void FV_COMBINE_BOUNDS
 // request split 100 ways (wpr 16) has all its loads in flight at once, and a request split 3 ways (wpr 1)
 // costs one warp a row instead of a block.
 template <class T, int DV, int COLS>
-__global__ void FV_COMBINE_BOUNDS
+__global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const __grid_constant__ VerifyParams p) {
   static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
   constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)

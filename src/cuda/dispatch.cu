@@ -125,16 +125,6 @@ cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, 
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-#if defined(FV_COMBINE_CARVEOUT)  // experiment: the combine's shared-memory carveout (percent)
-  static const bool carved = [] {
-    cudaFuncSetAttribute(combine_block_kernel<T, DV, COLS>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                         FV_COMBINE_CARVEOUT);
-    cudaFuncSetAttribute(combine_kernel<T, DV, COLS>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                         FV_COMBINE_CARVEOUT);
-    return true;
-  }();
-  (void)carved;
-#endif
   // wpr 16: one unit a block (combine.cuh says why that is its own kernel)
   const cudaError_t err = p.combine_wpr == kCombineWarps ? cudaLaunchKernelEx(&cfg, combine_block_kernel<T, DV, COLS>, p)
                                                          : cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);

@@ -109,11 +109,8 @@ struct VerifyWg {
 
   // KV8, early widening: while this step's P V runs on the tensor cores, wait for the next step's copies (the
   // only ones in flight) and widen this thread's rows of them (the other stage: no wgmma reads it now)
-#if defined(FV_WG_WIDEN_LATE)  // experiment: widen at the top of each step instead
-  static constexpr bool kWidenEarly = false;
-#else
+  // (measured on the H200, bench/NOTES.md v12: fp8 MLA N64 B16 4006 vs 4068 us with the widening at the top)
   static constexpr bool kWidenEarly = true;
-#endif
   __device__ static void widen_next(const Seg& s, int step, int it, uint8_t* smem) {
     if constexpr (KV8 && kWidenEarly) {
       if (step + 1 < s.k_end) {
