@@ -630,4 +630,71 @@ TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
   ASSERT_NO_FATAL_FAILURE(run_padded_fp8(m, "mla576_bm64_bn64_s2"));
 }
 
+// The Hopper MLA kernel (mla576_wg_bm64_bn64_s2: on an sm_90 device whose library holds it; elsewhere the
+// forced name is ignored and the planner's tile runs the same checks) on what EveryKernel and Modifiers leave
+// out: fp8 pools through a page table, fp8 pools with an fp16 model, a plain fp16 problem, partitions that span
+// several requests (fp8: each later segment widens its first step at the top of its loop), key steps made
+// only of draft keys, prefixes that are multiples of 64, an fp32 output with sinks, and fp8 pool strides that
+// are multiples of 8 bytes but not of 16.
+TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
+  REQUIRE_GPU();
+  const char* cfg = "mla576_wg_bm64_bn64_s2";
+  const uint64_t seed = fvt::session_seed() + 71;
+  auto check = [&](const CaseSpec& s, const char* label) {
+    const ScopedEnv forced("FLASHVERIFY_CONFIG", cfg);
+    ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), label));
+  };
+  CaseSpec paged = base_case(true, seed);
+  paged.kv_fp8 = true;
+  paged.k_scale = 0.5f;
+  paged.v_scale = 2.f;
+  paged.addressing = FV_KV_PAGE_TABLE;
+  paged.page_size = 16;
+  paged.num_kv_splits = 3;
+  check(paged, "hopper fp8 paged");
+
+  CaseSpec f16 = base_case(true, seed + 1);
+  f16.dtype = FV_DTYPE_FP16;
+  f16.kv_fp8 = true;
+  f16.k_scale = 0.75f;
+  f16.v_scale = 1.25f;
+  f16.mask_kind = FV_MASK_PARENTS;
+  check(f16, "hopper fp8 fp16 model");
+  f16.kv_fp8 = false;
+  f16.k_scale = f16.v_scale = 0.f;
+  check(f16, "hopper fp16");
+
+  for (bool fp8 : {true, false}) {
+    CaseSpec multi = base_case(true, seed + 2 + fp8);
+    multi.draft = {4, 2, 3, 1, 5, 2};
+    multi.prefix = {90, 17, 200, 0, 64, 128};
+    multi.num_kv_splits = 2;  // each partition holds steps of several requests
+    multi.kv_fp8 = fp8;
+    check(multi, fp8 ? "hopper fp8 multi-segment" : "hopper multi-segment");
+  }
+
+  CaseSpec drafts = base_case(true, seed + 4);
+  drafts.hq = 1;
+  drafts.max_draft = 160;
+  drafts.draft = {160, 70};
+  drafts.prefix = {130, 64};
+  drafts.kv_fp8 = true;
+  check(drafts, "hopper fp8 draft-only steps");
+
+  CaseSpec out32 = base_case(true, seed + 5);
+  out32.out_dtype = FV_DTYPE_FP32;
+  out32.sinks = true;
+  for (int splits : {1, 0}) {
+    out32.num_kv_splits = splits;
+    check(out32, splits == 1 ? "hopper fp32 out, sinks, 1 split" : "hopper fp32 out, sinks");
+  }
+
+  CaseSpec padded = base_case(true, seed + 6);
+  padded.prefix = {300, 40, -1};
+  padded.kv_fp8 = true;
+  padded.k_scale = 0.5f;
+  padded.v_scale = 2.f;
+  ASSERT_NO_FATAL_FAILURE(run_padded_fp8(padded, cfg));
+}
+
 }  // namespace
