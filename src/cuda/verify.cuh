@@ -1055,7 +1055,13 @@ struct Verify {
     }
   }
 
-  __device__ static void run(const VerifyParams& p, uint8_t* smem) {
+  // The CTA's request segments of the plan (the prepare kernel's, or planned here for batches of at most
+  // kInlinePlanMaxBatch), each with this CTA's split index, the request's split count and its first partial
+  // slot: body(seg, m_tile, hk, split, num_splits, slot0). Segments with no queries in this CTA's row tile are
+  // skipped.
+  // Shared by this tile's run() and the Hopper kernel's (verify_wg.cuh).
+  template <class Body>
+  __device__ __forceinline__ static void for_each_planned_segment(const VerifyParams& p, Body&& body) {
     const int m_tile = blockIdx.x, part = blockIdx.y, hk = blockIdx.z;
     FV_TRACE_TAG(trace_block(), 0, part);
     // the combine kernel (a programmatic dependent launch on sm_90+) may be scheduled once every CTA of this
@@ -1083,7 +1089,13 @@ struct Verify {
     for_each_segment(part, parts, total, cum, p.batch, p.overhead, [&](int b, int k_begin, int k_end) {
       const Seg s = make_seg(p, b, k_begin, k_end);
       if (m_tile * BM >= s.rows) return;  // this row tile has no queries in request b
-      run_segment(p, s, m_tile, hk, part - first_part[b], num_splits[b], slot_off[b], smem);
+      body(s, m_tile, hk, part - first_part[b], num_splits[b], slot_off[b]);
+    });
+  }
+
+  __device__ static void run(const VerifyParams& p, uint8_t* smem) {
+    for_each_planned_segment(p, [&](const Seg& s, int m_tile, int hk, int split, int num_splits, int slot0) {
+      run_segment(p, s, m_tile, hk, split, num_splits, slot0, smem);
     });
   }
 };

@@ -373,33 +373,11 @@ struct VerifyWg {
     FV_TRACE(V::trace_block(), 14);
   }
 
-  // The mma.sync tile's run() with this tile's segment body (plan, segments, splits: verify.cuh)
+  // The mma.sync tile's plan, segments and splits (Verify::for_each_planned_segment) with this tile's body
   __device__ static void run(const VerifyParams& p, uint8_t* smem_raw) {
     uint8_t* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // SW128 tiles: 1024-aligned
-    const int m_tile = blockIdx.x, part = blockIdx.y;
-    FV_TRACE_TAG(V::trace_block(), 0, part);
-    pdl_launch_dependents();
-    __shared__ int32_t inline_sched[SchedLayout::words(kInlinePlanMaxBatch)];
-    const int32_t* sched = p.sched;
-    if (p.inline_plan) {
-      if (threadIdx.x < 32) V::plan_inline(p, inline_sched);
-      __syncthreads();
-      if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
-        for (int w = threadIdx.x; w < SchedLayout::words(p.batch); w += blockDim.x) p.sched[w] = inline_sched[w];
-      sched = inline_sched;
-    }
-    FV_TRACE(V::trace_block(), 1);
-    const int parts = sched[0];
-    const int64_t total = sched[1];
-    if (part >= parts || total == 0) return;
-    const int32_t* cum = sched + SchedLayout::cum(p.batch);
-    const int32_t* first_part = sched + SchedLayout::first_part(p.batch);
-    const int32_t* num_splits = sched + SchedLayout::num_splits(p.batch);
-    const int32_t* slot_off = sched + SchedLayout::slot_offset(p.batch);
-    for_each_segment(part, parts, total, cum, p.batch, p.overhead, [&](int b, int k_begin, int k_end) {
-      const Seg s = V::make_seg(p, b, k_begin, k_end);  // (no sliding window here: it is a modifier)
-      if (m_tile * BM >= s.rows) return;
-      run_segment(p, s, m_tile, part - first_part[b], num_splits[b], slot_off[b], smem);
+    V::for_each_planned_segment(p, [&](const Seg& s, int m_tile, int, int split, int num_splits, int slot0) {
+      run_segment(p, s, m_tile, split, num_splits, slot0, smem);
     });
   }
 };
