@@ -1,6 +1,7 @@
 // The Hopper MLA verify kernel (sm_90a, wgmma): the planner's MLA tile on sm_90 devices when the library was
-// built for sm_90 (FLASHVERIFY_WGMMA=0 keeps the mma.sync tile), for layers without SGLang's score modifiers,
-// with 16-bit KV pools and one KV head (anything else takes the mma.sync tile: dispatch.cu). Measured on the
+// built for sm_90 (FLASHVERIFY_WGMMA=0 keeps the mma.sync tile), for one KV head and either 16-bit KV pools
+// without SGLang's score modifiers or fp8 pools without a logit cap, window or xai temperature (anything else
+// takes the mma.sync tile: dispatch.cu). Measured on the
 // H200 against the mma.sync tile (bench/NOTES.md v12): MLA Hq16 N8 b1 40.4 vs 52.9 us, N64 B16 ~470 vs 275
 // TFLOP/s.
 //
@@ -140,6 +141,24 @@ struct VerifyWg {
     for (int nb = 0; nb < 4; ++nb)
 #pragma unroll
       for (int i = 0; i < 32; ++i) wg::fence_operand(o[nb][i]);
+  }
+
+  // A warpgroup's P V: O (its 4 column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
+  // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next)
+  template <class Mma>
+  __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[4][32],
+                                            float a0, float a1, Mma&& mma) {
+    rescale(o, a0, a1);
+    fence_operands(o);
+    wg::fence();
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) mma(nb, kk);
+    wg::commit();
+    widen_next(s, step, it, smem);
+    wg::wait<0>();
+    fence_operands(o);
   }
 
   __device__ static void run_segment(const VerifyParams& p, const Seg& s, int m_tile, int split, int num_splits,
@@ -284,34 +303,17 @@ struct VerifyWg {
         wg::fence_proxy_async();  // P, for warpgroup 1's operand reads
         named_arrive(1);          // P and the rescale factors are in shared memory
 
-        // ---- O[:, 0:256] = O * alpha + P V
-        rescale(o, alpha[0], alpha[1]);
-        fence_operands(o);
-        wg::fence();
-#pragma unroll
-        for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            wg::mma_m64n64k16_rs_tb<T>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
-        wg::commit();
-        widen_next(s, step, it, smem);
-        wg::wait<0>();
-        fence_operands(o);
+        // ---- O[:, 0:256] = O * alpha + P V (P from registers)
+        pv(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
+          wg::mma_m64n64k16_rs_tb<T>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
+        });
       } else {
         named_sync(1);  // warpgroup 0 wrote P and the rescale factors
-        rescale(o, alpha_s[row_of[0]], alpha_s[row_of[1]]);
-        fence_operands(o);
-        wg::fence();
-#pragma unroll
-        for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            wg::mma_m64n64k16_ss_tb<T>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
-                                       wg::desc_sw128(k_base + (4 + nb) * TILE + 2048 * kk, TILE, 1024));
-        wg::commit();
-        widen_next(s, step, it, smem);
-        wg::wait<0>();
-        fence_operands(o);
+        // ---- O[:, 256:512] = O * alpha + P V (P from the P tile)
+        pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
+          wg::mma_m64n64k16_ss_tb<T>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
+                                     wg::desc_sw128(k_base + (4 + nb) * TILE + 2048 * kk, TILE, 1024));
+        });
       }
     }
 
