@@ -180,27 +180,28 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   cudaFree(dq), cudaFree(dk), cudaFree(ds), cudaFree(dp), cudaFree(dout), cudaFree(dflag);
   *has_wgmma = flag;
 
+  // relative L2 error of got (rows x cols) against ref(i, j) in float64; a non-finite element counts 1e30
+  auto rel_l2 = [](int rows, int cols, const std::vector<float>& got, auto ref) {
+    double num = 0, den = 0;
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) {
+        const double r = ref(i, j), g = got[i * cols + j];
+        num += std::isfinite(g) ? (g - r) * (g - r) : 1e30;
+        den += r * r;
+      }
+    return std::sqrt(num / den);
+  };
   Errors err;
-  double num = 0, den = 0;
-  for (int i = 0; i < kRows; ++i)
-    for (int j = 0; j < kKeys; ++j) {
-      double ref = 0;
-      for (int d = 0; d < kDqk; ++d) ref += double(qf[i * kDqk + d]) * kf[j * kDqk + d];
-      const double got = s[i * kKeys + j];
-      num += std::isfinite(got) ? (got - ref) * (got - ref) : 1e30;
-      den += ref * ref;
-    }
-  err.s_rel = std::sqrt(num / den);
-  num = den = 0;
-  for (int i = 0; i < kRows; ++i)
-    for (int n = 0; n < kDv; ++n) {
-      double ref = 0;
-      for (int j = 0; j < kKeys; ++j) ref += double(p[i * kKeys + j]) * kf[j * kDqk + n];
-      const double got = o[i * kDv + n];
-      num += std::isfinite(got) ? (got - ref) * (got - ref) : 1e30;
-      den += ref * ref;
-    }
-  err.o_rel = std::sqrt(num / den);
+  err.s_rel = rel_l2(kRows, kKeys, s, [&](int i, int j) {
+    double r = 0;
+    for (int d = 0; d < kDqk; ++d) r += double(qf[i * kDqk + d]) * kf[j * kDqk + d];
+    return r;
+  });
+  err.o_rel = rel_l2(kRows, kDv, o, [&](int i, int n) {
+    double r = 0;
+    for (int j = 0; j < kKeys; ++j) r += double(p[i * kKeys + j]) * kf[j * kDqk + n];
+    return r;
+  });
   return err;
 }
 
