@@ -176,17 +176,23 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // the grid. Measured (H200, bench/NOTES.md v11): MLA Hq16 N8 b1, 512 units on 264 resident blocks,
   // 54.6 -> 52.9 us with 8 warps a unit.
   const int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
-  if (plan->combine_wpr == kCombineBlockWarps && units > int64_t(props.combine_blocks_per_sm) * props.num_sms)
+  if (plan->combine_wpr == kCombineBlockWarps && units > int64_t(props.combine_blocks_per_sm) * props.num_sms) {
     plan->combine_wpr = kCombineBlockWarps / 2;
+    // WIP (branch wip/combine-block8, not measured): the 8 warps of a unit in a block of their own (256
+    // threads, one unit a block) instead of two units a 512-thread block: the MLA b1 trace shows one
+    // 512-thread block resident a multiprocessor at a time; FLASHVERIFY_COMBINE_BLOCK8=0 keeps two a block
+    plan->combine_block8 = env_on_unless_0("FLASHVERIFY_COMBINE_BLOCK8");
+  }
   if (const char* v = std::getenv("FLASHVERIFY_COMBINE_WPR")) {
     const int w = std::atoi(v);
     if (w == 1 || w == 2 || w == 4 || w == 8 || w == 16) plan->combine_wpr = w;
+    if (w != 8) plan->combine_block8 = false;
   }
   // launch limits: the verify grid is (m_tiles, parts <= 4096, Hkv), the combine grid one-dimensional
   if (p.num_kv_heads > 65535)
     return fail(FV_ERR_UNSUPPORTED, "num_kv_heads %d is more than the grid allows (65535)", p.num_kv_heads);
   if (plan->max_slots > 0) {
-    plan->combine_blocks = ceil_div(units, kCombineBlockWarps / plan->combine_wpr);
+    plan->combine_blocks = plan->combine_block8 ? units : ceil_div(units, kCombineBlockWarps / plan->combine_wpr);
     if (plan->combine_blocks > INT32_MAX)
       return fail(FV_ERR_UNSUPPORTED,
                   "batch_size %d x max_draft %d x num_q_heads %d needs %lld combine blocks, more than a grid holds "

@@ -5,7 +5,8 @@
 // blocks) and a block 16 / wpr units. The merge is a weighted mean with
 // weights 2^(lse_s - max lse), summed in split order and then in warp order, so the result does not depend
 // on timing (deterministic). A request nobody split was written by the verify kernel directly and is skipped
-// here. Two kernels: combine_block_kernel for wpr 16 (one unit a block) and combine_kernel for any wpr.
+// here. Three kernels: combine_block_kernel for wpr 16 (one unit a block), combine_block8_kernel for wpr 8 in
+// blocks of 8 warps (Plan::combine_block8) and combine_kernel for any wpr.
 #pragma once
 
 #include <cstdint>
@@ -117,21 +118,21 @@ __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float
     p.lse[tok * p.lse_stride_token + h] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
 }
 
-// wpr 16: one block per unit, its 16 warps take every 16th split, so a request split 100 ways has all its
+// One block per unit (wpr 16: NW = 16; and NW = 8 with wpr 8 where a unit a block of 16 warps would need two
+// waves of blocks: smaller blocks, more of them resident), its NW warps take every NW-th split, so a request split 100 ways has all its
 // loads in flight at once. The warps' partial sums are added in warp order. This is the v9 kernel as it was
 // measured: combine_kernel below with wpr 16 computes the same (same loads, same order) but was measured
 // ~2 us slower at batch 1 (its block-wide merge loop has a run-time trip count, and blocks with nothing to
 // merge still pass the barrier and the loop), so the launcher takes this one for wpr 16 until a single
 // kernel is measured as fast (bench/NOTES.md, v10).
-template <class T, int DV, int COLS>
-__global__ void __launch_bounds__(kCombineThreads)
-    combine_block_kernel(const __grid_constant__ VerifyParams p) {
+template <class T, int DV, int COLS, int NW>
+__device__ __forceinline__ void combine_block_body(const VerifyParams& p) {
   static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
   constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)
   constexpr int SLICES = DV / COLS;
-  __shared__ float part[kCombineWarps][COLS];
-  __shared__ float part_w[kCombineWarps];
-  __shared__ float red[kCombineWarps];
+  __shared__ float part[NW][COLS];
+  __shared__ float part_w[NW];
+  __shared__ float red[NW];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const CombineUnit u = combine_unit<SLICES>(p, blockIdx.x);
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
@@ -152,7 +153,7 @@ __global__ void __launch_bounds__(kCombineThreads)
 
   float m, wsum, acc[VEC];
   stream_splits<DV, VEC>(p, p.part_o + row0 * DV + slice * COLS + lane * VEC, row0, split_stride, warp,
-                         kCombineWarps, ns, true, m, wsum, acc);
+                         NW, ns, true, m, wsum, acc);
 #pragma unroll
   for (int v = 0; v < VEC; ++v) part[warp][lane * VEC + v] = acc[v];
   if (lane == 0) {
@@ -164,13 +165,13 @@ __global__ void __launch_bounds__(kCombineThreads)
   // merge the warps' states, in warp order
   m = -INFINITY;
 #pragma unroll
-  for (int w = 0; w < kCombineWarps; ++w) m = fmaxf(m, red[w]);
+  for (int w = 0; w < NW; ++w) m = fmaxf(m, red[w]);
   wsum = 0.f;
 #pragma unroll
   for (int v = 0; v < VEC; ++v) acc[v] = 0.f;
   if (m != -INFINITY) {
 #pragma unroll
-    for (int w = 0; w < kCombineWarps; ++w) {
+    for (int w = 0; w < NW; ++w) {
       const float scale = exp2f(red[w] - m);
       wsum += scale * part_w[w];
 #pragma unroll
@@ -179,6 +180,16 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
   write_unit<T, VEC, COLS>(p, m, wsum, acc, h, qo0, i, slice, lane);
   FV_TRACE_COMBINE(2);
+}
+template <class T, int DV, int COLS>
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_block_kernel(const __grid_constant__ VerifyParams p) {
+  combine_block_body<T, DV, COLS, kCombineWarps>(p);
+}
+// 8 warps (Plan::combine_block8), at most 64 registers: four blocks a multiprocessor
+template <class T, int DV, int COLS>
+__global__ void __launch_bounds__(256, 4) combine_block8_kernel(const __grid_constant__ VerifyParams p) {
+  combine_block_body<T, DV, COLS, 8>(p);
 }
 
 // A block holds 16 / wpr units, wpr consecutive warps a unit; a unit's warps take every wpr-th split, so a

@@ -241,10 +241,19 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   EXPECT_EQ(plan.combine_wpr, 16);
   EXPECT_EQ(plan.combine_blocks, 8 * 8 * 4);  // 64 rows x 4 slices of 32 columns, one unit a block
   // MLA Hq16 N8 batch 1: 128 rows x 4 slices of 128 columns = 512 units, more than the 264 combine blocks
-  // an H200 holds at once (376 on 188 SMs): 8 warps a unit, two units a block
+  // an H200 holds at once (376 on 188 SMs): 8 warps a unit, one unit a block of 8 warps (wip/combine-block8;
+  // FLASHVERIFY_COMBINE_BLOCK8=0: two units a block of 16)
   for (const fv::DeviceProps& props : {kH200, kSm120}) {
     ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), props, &plan), FV_OK);
     EXPECT_EQ(plan.combine_wpr, 8);
+    // the H200 (16 warps by the expected splits, cut to 8 for the second wave): one unit a block of 8 warps;
+    // sm_120 (fewer splits a request: 8 warps from the start) keeps two units a block
+    const bool h200 = props.num_sms == kH200.num_sms;
+    EXPECT_EQ(plan.combine_block8, h200);
+    EXPECT_EQ(plan.combine_blocks, h200 ? 512 : 256);
+    const fvt::ScopedEnv off("FLASHVERIFY_COMBINE_BLOCK8", "0");
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), props, &plan), FV_OK);
+    EXPECT_FALSE(plan.combine_block8);
     EXPECT_EQ(plan.combine_blocks, 256);
   }
   fv::DeviceProps roomy = kH200;  // a device that holds 4 combine blocks a multiprocessor: 528 >= 512, one wave
@@ -263,7 +272,7 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   g.num_kv_splits = 1000;  // a forced split count counts the same way: 16 warps a unit, but 4 x 8 x 32 = 1024
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);  // units are more than one wave of blocks (2 x 132): 8
   EXPECT_EQ(plan.combine_wpr, 8);
-  EXPECT_EQ(plan.combine_blocks, 1024 / 2);
+  EXPECT_EQ(plan.combine_blocks, 1024);  // one 8-warp block a unit
   g.batch_size = 1;  // 256 units fit one wave: a block a unit
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.combine_wpr, 16);
