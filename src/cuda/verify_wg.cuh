@@ -96,7 +96,11 @@ struct VerifyWg {
     for (int pass = 0; pass < 2; ++pass) {
       const int row = r0 + pass * 32;
       if (step * BN + row >= s.plen) continue;
+#ifdef FV_WG_WIDEN_UNROLL
+#pragma unroll
+#else
 #pragma unroll 1
+#endif
       for (int c = 0; c < KT; ++c) {
         uint8_t* slot = k_stage + c * TILE + wg::sw128_offset(row, c0);
         const uint2 w = *reinterpret_cast<const uint2*>(slot + 8);
