@@ -96,11 +96,9 @@ struct VerifyWg {
     for (int pass = 0; pass < 2; ++pass) {
       const int row = r0 + pass * 32;
       if (step * BN + row >= s.plen) continue;
-#ifdef FV_WG_WIDEN_UNROLL
+      // unrolled: the 9 loads issue back to back (measured on the H200, bench/NOTES.md v13: fp8 MLA b1 49.6 vs
+      // 51.7 us, N64 B16 3780 vs 4010 us against a rolled loop, which also spilled 20 bytes)
 #pragma unroll
-#else
-#pragma unroll 1
-#endif
       for (int c = 0; c < KT; ++c) {
         uint8_t* slot = k_stage + c * TILE + wg::sw128_offset(row, c0);
         const uint2 w = *reinterpret_cast<const uint2*>(slot + 8);
