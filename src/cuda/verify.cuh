@@ -352,18 +352,10 @@ struct Verify {
       } else {
         // not unrolled: the widening is a few instructions a chunk, and unrolled it costs registers the
         // accumulators need
-#ifdef FV_WIDEN_UNROLL
-#pragma unroll
-#else
 #pragma unroll 1
-#endif
         for (int c = 0; c < KCopy::CPT; ++c) widen_half(kb + swizzle<QCH>(row, c0 + c * KCopy::TPR));
         if constexpr (!V_IN_K) {
-#ifdef FV_WIDEN_UNROLL
-#pragma unroll
-#else
 #pragma unroll 1
-#endif
           for (int c = 0; c < VCopy::CPT; ++c) widen_half(vb + swizzle<VCH>(row, c0 + c * VCopy::TPR));
         }
       }

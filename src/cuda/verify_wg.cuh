@@ -53,9 +53,6 @@ struct VerifyWg {
     const int r0 = threadIdx.x / 8, c0 = threadIdx.x % 8;
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
-#ifdef FV_WG_SPLIT_WAIT
-      if (pass == 1) cp_async_commit();  // two groups a step: the widening of pass 0 overlaps pass 1's arrival
-#endif
       const int row = r0 + pass * 32;
       const int pos = step * BN + row;
       const T* src = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
@@ -93,20 +90,10 @@ struct VerifyWg {
 
   // KV8: widen the fp8 prefix rows this thread copied for `step` into the stage at `k_stage` (its copies are
   // complete; no other thread touches these slots)
-  __device__ static void widen4(uint32_t w, uint32_t& lo, uint32_t& hi) {
-#ifdef FV_WG_BIT_WIDEN
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-      e4m3x4_frag<T>(prmt(w, 0u, 0x3120u), lo, hi);  // bytes x0 x2 x1 x3: pairs (x0, x1) and (x2, x3)
-      return;
-    }
-#endif
-    e4m3x4_to<T>(w, lo, hi);
-  }
-  __device__ static void widen_rows(const Seg& s, int step, uint8_t* k_stage, int pass0 = 0, int pass1 = 1) {
+  __device__ static void widen_rows(const Seg& s, int step, uint8_t* k_stage) {
     const int r0 = threadIdx.x / 8, c0 = threadIdx.x % 8;
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
-      if (pass < pass0 || pass > pass1) continue;
       const int row = r0 + pass * 32;
       if (step * BN + row >= s.plen) continue;
       // unrolled: the 9 loads issue back to back (measured on the H200, bench/NOTES.md v13: fp8 MLA b1 49.6 vs
@@ -116,8 +103,8 @@ struct VerifyWg {
         uint8_t* slot = k_stage + c * TILE + wg::sw128_offset(row, c0);
         const uint2 w = *reinterpret_cast<const uint2*>(slot + 8);
         uint4 o;
-        widen4(w.x, o.x, o.y);
-        widen4(w.y, o.z, o.w);
+        e4m3x4_to<T>(w.x, o.x, o.y);
+        e4m3x4_to<T>(w.y, o.z, o.w);
         *reinterpret_cast<uint4*>(slot) = o;
       }
     }
@@ -130,15 +117,8 @@ struct VerifyWg {
   __device__ static void widen_next(const Seg& s, int step, int it, uint8_t* smem) {
     if constexpr (KV8 && kWidenEarly) {
       if (step + 1 < s.k_end) {
-#ifdef FV_WG_SPLIT_WAIT
-        cp_async_wait<1>();
-        widen_rows(s, step + 1, smem + OFF_K + ((it + 1) & 1) * OPER, 0, 0);
-        cp_async_wait<0>();
-        widen_rows(s, step + 1, smem + OFF_K + ((it + 1) & 1) * OPER, 1, 1);
-#else
         cp_async_wait<0>();
         widen_rows(s, step + 1, smem + OFF_K + ((it + 1) & 1) * OPER);
-#endif
       }
     }
   }
