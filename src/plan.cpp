@@ -178,9 +178,10 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   const int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
   if (plan->combine_wpr == kCombineBlockWarps && units > int64_t(props.combine_blocks_per_sm) * props.num_sms) {
     plan->combine_wpr = kCombineBlockWarps / 2;
-    // WIP (branch wip/combine-block8, not measured): the 8 warps of a unit in a block of their own (256
-    // threads, one unit a block) instead of two units a 512-thread block: the MLA b1 trace shows one
-    // 512-thread block resident a multiprocessor at a time; FLASHVERIFY_COMBINE_BLOCK8=0 keeps two a block
+    // the 8 warps of a unit in a block of their own (256 threads, one unit a block) instead of two units a
+    // 512-thread block: the v12 MLA b1 trace showed one 512-thread block resident a multiprocessor at a time
+    // (two combine waves); with 256-thread blocks the merge runs in one wave, MLA Hq16 N8 b1 39.7 vs 40.4 us
+    // (H200, bench/NOTES.md v13). FLASHVERIFY_COMBINE_BLOCK8=0 keeps two units a block (benchmark A/B)
     plan->combine_block8 = env_on_unless_0("FLASHVERIFY_COMBINE_BLOCK8");
   }
   if (const char* v = std::getenv("FLASHVERIFY_COMBINE_WPR")) {

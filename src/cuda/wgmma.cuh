@@ -1,7 +1,7 @@
-// Hopper warpgroup MMA (wgmma, sm_90a only) for the planned Hopper MLA kernel (bench/NOTES.md, plan step 1):
-// shared-memory matrix descriptors for 128-byte-swizzled tiles, the fence / commit / wait trio, and the two
-// m64n64k16 forms the verify kernel needs: S = Q K^T with both operands in shared memory, and O += P V with P
-// in registers (the S accumulators' layout) and V read transposed from the K rows.
+// Hopper warpgroup MMA (wgmma, sm_90a only) for the Hopper MLA kernel (verify_wg.cuh):
+// shared-memory matrix descriptors for 128-byte-swizzled tiles, the fence / commit / wait trio, and the three
+// m64n64k16 forms the verify kernel needs: S = Q K^T with both operands in shared memory, and O += P V with V
+// read transposed from the K rows and P either in registers (the S accumulators' layout) or in a shared tile.
 //
 // Shared-memory layout of every operand ("SW128"): a tile of R rows x 64 16-bit elements (128 bytes a row)
 // stores element chunk c (16 bytes, 8 elements) of row r at r * 128 + ((c ^ (r % 8)) * 16), rows at a
@@ -13,7 +13,8 @@
 //    step kk (keys 16 kk ..) starts at tile + 2048 kk; the two 8-key atoms of a step are 1024 bytes apart
 //    (SBO); 64-column N tiles are R * 128 bytes apart (LBO: CUTLASS's meaning; unused by the N = 64 MMAs here,
 //    so the GPU test cannot check it).
-// These descriptor choices are what tests/gpu/test_wgmma.cu checks on the GPU (not yet run: see NOTES).
+// These descriptor choices are what tests/gpu/test_wgmma.cu checks on the GPU (it passes on the H200: S and O
+// within 1e-6 of float64 with them, 0.95 with the MN-major offsets swapped).
 #pragma once
 
 #include <cuda_bf16.h>

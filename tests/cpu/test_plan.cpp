@@ -241,7 +241,7 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   EXPECT_EQ(plan.combine_wpr, 16);
   EXPECT_EQ(plan.combine_blocks, 8 * 8 * 4);  // 64 rows x 4 slices of 32 columns, one unit a block
   // MLA Hq16 N8 batch 1: 128 rows x 4 slices of 128 columns = 512 units, more than the 264 combine blocks
-  // an H200 holds at once (376 on 188 SMs): 8 warps a unit, one unit a block of 8 warps (wip/combine-block8;
+  // an H200 holds at once (376 on 188 SMs): 8 warps a unit, one unit a block of 8 warps (v13;
   // FLASHVERIFY_COMBINE_BLOCK8=0: two units a block of 16)
   for (const fv::DeviceProps& props : {kH200, kSm120}) {
     ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), props, &plan), FV_OK);
