@@ -140,9 +140,7 @@ struct VerifyWg {
   }
   __device__ static void fence_operands(float (&o)[4][32]) {
 #pragma unroll
-    for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-      for (int i = 0; i < 32; ++i) wg::fence_operand(o[nb][i]);
+    for (int nb = 0; nb < 4; ++nb) wg::fence_operands(o[nb]);
   }
 
   // A warpgroup's P V: O (its 4 column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
@@ -219,11 +217,7 @@ struct VerifyWg {
       if (wgi == 0) {
         // ---- S = Q K^T
         float acc[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i) {
-          acc[i] = 0.f;
-          wg::fence_operand(acc[i]);
-        }
+        wg::zero_operands(acc);
         wg::fence();
 #pragma unroll
         for (int kb = 0; kb < KT; ++kb)
@@ -233,8 +227,7 @@ struct VerifyWg {
                                     wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024), kb + j > 0);
         wg::commit();
         wg::wait<0>();
-#pragma unroll
-        for (int i = 0; i < 32; ++i) wg::fence_operand(acc[i]);
+        wg::fence_operands(acc);
 
         // ---- scale; mask keys past the request and draft keys outside the tree
         const bool tail = (step + 1) * BN > s.plen;

@@ -79,6 +79,17 @@ __device__ __forceinline__ void wait() {
 // Accumulator registers must not be touched by other instructions between fence and wait; this keeps the
 // compiler from moving their uses across (the same idea as CUTLASS's warpgroup_fence_operand)
 __device__ __forceinline__ void fence_operand(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+// ... for a whole m64n64 accumulator tile (a thread's 32 registers)
+__device__ __forceinline__ void fence_operands(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) fence_operand(d[i]);
+}
+// a zeroed accumulator tile, fenced for the MMAs that accumulate into it
+__device__ __forceinline__ void zero_operands(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) d[i] = 0.f;
+  fence_operands(d);
+}
 
 #define FV_WG_D32                                                                                             \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../src/cuda/mma.cuh"
 #include "../../src/cuda/wgmma.cuh"
 #include "gpu_common.h"
 
@@ -30,16 +31,6 @@ constexpr float kPScale = 0.125f;
 
 __device__ __forceinline__ uint32_t saddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
-template <class T>
-__device__ __forceinline__ uint32_t pack(float x, float y) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(x, y);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
 template <class T>
 __device__ __forceinline__ float lo(uint32_t w) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) return __uint_as_float(w << 16);
@@ -75,10 +66,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
 
   // S = Q K^T: 9 column tiles x 4 k16 steps
   float acc[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) acc[i] = 0.f;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) fv::wg::fence_operand(acc[i]);
+  fv::wg::zero_operands(acc);
   fv::wg::fence();
   for (int kb = 0; kb < kDqk / 64; ++kb)
 #pragma unroll
@@ -89,8 +77,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
     }
   fv::wg::commit();
   fv::wg::wait<0>();
-#pragma unroll
-  for (int i = 0; i < 32; ++i) fv::wg::fence_operand(acc[i]);
+  fv::wg::fence_operands(acc);
 
   // S out; P = S / 8 rounded to T, as the A fragments of the four k16 steps over the keys
   uint32_t a[4][4];
@@ -101,7 +88,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
       const int row = 16 * warp + g + 8 * h, col = 8 * j + 2 * t4;
       s_out[row * kKeys + col] = acc[4 * j + 2 * h];
       s_out[row * kKeys + col + 1] = acc[4 * j + 2 * h + 1];
-      const uint32_t w = pack<T>(acc[4 * j + 2 * h] * kPScale, acc[4 * j + 2 * h + 1] * kPScale);
+      const uint32_t w = fv::pack2<T>(acc[4 * j + 2 * h] * kPScale, acc[4 * j + 2 * h + 1] * kPScale);
       p_out[row * kKeys + col] = lo<T>(w);
       p_out[row * kKeys + col + 1] = hi<T>(w);
       a[j / 2][(j % 2) * 2 + h] = w;  // n-tile 2kk: a0 (row g), a1 (row g + 8); 2kk + 1: a2, a3
@@ -110,10 +97,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
   // O = P V, 64 columns at a time: V's tile nb holds d 64 nb .. 64 nb + 63 of every key row
   for (int nb = 0; nb < kDv / 64; ++nb) {
     float o[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) o[i] = 0.f;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) fv::wg::fence_operand(o[i]);
+    fv::wg::zero_operands(o);
     fv::wg::fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -122,8 +106,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
     }
     fv::wg::commit();
     fv::wg::wait<0>();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) fv::wg::fence_operand(o[i]);
+    fv::wg::fence_operands(o);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
