@@ -3,9 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "testkit.h"
@@ -17,22 +14,6 @@
   } while (0)
 
 namespace fvg {
-
-// A bf16 (fp16 = false) or fp16 bit pattern as a float, decoded bit by bit (independent of the CUDA headers'
-// conversions, which the device code under test uses)
-inline float bits16_to_float(uint16_t b, bool fp16) {
-  if (!fp16) {
-    const uint32_t u = uint32_t(b) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  const uint32_t s = b >> 15, e = (b >> 10) & 31, m = b & 1023;
-  const float v = e == 0    ? std::ldexp(static_cast<float>(m), -24)
-                  : e == 31 ? (m ? NAN : INFINITY)
-                            : std::ldexp(1.f + m / 1024.f, static_cast<int>(e) - 15);
-  return s ? -v : v;
-}
 
 constexpr double kMaxRelL2 = 1e-2;   // bf16 / fp16 outputs against the float64 oracle
 constexpr double kMaxLseAbs = 5e-3;  // natural log units

@@ -57,7 +57,7 @@ void check_codes(bool fp16) {
     const uint32_t c = w & 255, pos = w >> 8;
     for (uint32_t j = 0; j < 4; ++j) {
       const uint32_t code = j == pos ? c : (c * 37u + 11u * j + 5u) & 255u;
-      const float got = fvg::bits16_to_float(h[w * 4 + j], fp16), want = e4m3_to_float(code);
+      const float got = fvt::bits_to_float(h[w * 4 + j], fp16 ? FV_DTYPE_FP16 : FV_DTYPE_BF16), want = e4m3_to_float(code);
       bool ok;
       if (std::isnan(want)) ok = fp16 ? std::isnan(got) : got == ((code & 0x80) ? -480.f : 480.f);  // flashverify.h, kv_dtype
       else ok = got == want && std::signbit(got) == std::signbit(want);

@@ -126,15 +126,15 @@ struct Errors {
 
 template <class T>
 Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
-  const bool fp16 = std::is_same_v<T, __half>;
+  const int dtype = std::is_same_v<T, __half> ? FV_DTYPE_FP16 : FV_DTYPE_BF16;
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<T> q(kRows * kDqk), k(kKeys * kDqk);
   for (auto& x : q) x = T(u(rng));
   for (auto& x : k) x = T(u(rng));
   std::vector<float> qf(q.size()), kf(k.size());
-  for (size_t i = 0; i < q.size(); ++i) qf[i] = fvg::bits16_to_float(reinterpret_cast<const uint16_t&>(q[i]), fp16);
-  for (size_t i = 0; i < k.size(); ++i) kf[i] = fvg::bits16_to_float(reinterpret_cast<const uint16_t&>(k[i]), fp16);
+  for (size_t i = 0; i < q.size(); ++i) qf[i] = fvt::bits_to_float(reinterpret_cast<const uint16_t&>(q[i]), dtype);
+  for (size_t i = 0; i < k.size(); ++i) kf[i] = fvt::bits_to_float(reinterpret_cast<const uint16_t&>(k[i]), dtype);
 
   T *dq, *dk;
   float *ds, *dp, *dout;
