@@ -27,7 +27,7 @@ namespace {
 constexpr int kRows = 64, kKeys = 64, kDqk = 576, kDv = 512;
 constexpr int kTileBytes = 64 * 128;                   // one SW128 tile: 64 rows x 64 columns
 constexpr int kOperandBytes = (kDqk / 64) * kTileBytes;  // 9 tiles
-constexpr float kPScale = 0.125f;
+[[maybe_unused]] constexpr float kPScale = 0.125f;  // P = S / 8 (device code built with wgmma only)
 
 __device__ __forceinline__ uint32_t saddr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
       }
   }
 #else
-  (void)q, (void)k, (void)s_out, (void)p_out, (void)o_out, (void)mn_lbo, (void)mn_sbo, (void)g, (void)t4, (void)warp;
+  (void)q, (void)k, (void)qs, (void)ks, (void)s_out, (void)p_out, (void)o_out, (void)mn_lbo, (void)mn_sbo, (void)g, (void)t4, (void)warp;
 #endif
 }
 
