@@ -389,15 +389,7 @@ void expect_matches_oracle(const HostProblem& hp, const char* label) {
   fvt::Comparison cf, cn;
   fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), "fast", &cf);
   fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_NAIVE), "naive", &cn);
-  // With an fp32 output the naive kernel's error is fp32 rounding alone (~3e-7), while the fast kernel still
-  // rounds P to the model's 16-bit type for the P V MMA (bf16: up to 2^-8 relative a weight, 1.45e-3 rel L2
-  // on the H200 for these inputs; fp16: up to 2^-11): 2x naive cannot hold there, so such outputs get P's
-  // own rounding unit as the floor. 16-bit outputs keep the 2x-naive bound (the naive error includes the
-  // output rounding).
-  const double floor = hp.spec.out_dtype != FV_DTYPE_FP32 ? fvg::kFloorVsNaive
-                       : hp.spec.dtype == FV_DTYPE_BF16 ? 1.0 / 256
-                                                        : 1.0 / 2048;
-  EXPECT_LE(cf.rel_l2, std::max(2 * cn.rel_l2, floor)) << label << ": fast vs naive";
+  EXPECT_LE(cf.rel_l2, fvg::fast_vs_naive_bound(hp, cn.rel_l2)) << label << ": fast vs naive";
   std::printf("[ numerics ] %-28s %-70s fast %.2e naive %.2e\n", label, hp.spec.describe().c_str(), cf.rel_l2,
               cn.rel_l2);
 }
