@@ -14,6 +14,7 @@
 #include "../plan.h"
 #include "mma.cuh"
 #include "params.cuh"
+#include "row_epilogue.cuh"
 #include "trace.cuh"
 
 namespace fv {
@@ -97,8 +98,7 @@ __device__ __forceinline__ void stream_splits(const VerifyParams& p, const float
 template <class T, int VEC, int COLS>
 __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float wsum, const float (&acc)[VEC], int h,
                                            int64_t qo0, int i, int slice, int lane) {
-  // a sink adds exp(sink) to the denominator (log2 domain here), once, after the splits are merged
-  if (p.sinks != nullptr && wsum > 0.f) wsum += exp2f(p.sinks[h] * 1.4426950408889634f - m);
+  wsum = add_sink(p, h, m, wsum);  // once, after the splits are merged
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   const int64_t tok = qo0 + i;
   const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;
@@ -108,14 +108,10 @@ __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float
   }
 #pragma unroll
   for (int v = 0; v + 1 < VEC; v += 2) {
-    if (p.out_fp32) {
-      *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + v) = make_float2(acc[v] * inv, acc[v + 1] * inv);
-    } else {
-      *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + v) = pack2<T>(acc[v] * inv, acc[v + 1] * inv);
-    }
+    store_out2<T>(p, base + v, acc[v] * inv, acc[v + 1] * inv);
   }
   if (p.lse != nullptr && slice == 0 && lane == 0)
-    p.lse[tok * p.lse_stride_token + h] = wsum > 0.f ? (m + log2f(wsum)) * 0.69314718055994531f : -INFINITY;
+    p.lse[tok * p.lse_stride_token + h] = lse_log2(m, wsum) * kLn2;
 }
 
 // One block per unit (wpr 16: NW = 16; and NW = 8 with wpr 8 where a unit a block of 16 warps would need two
@@ -149,7 +145,7 @@ __device__ __forceinline__ void combine_block_body(const VerifyParams& p) {
   if (i >= n) return;
   const int slot0 = sched[SchedLayout::slot_offset(p.batch) + b];
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
-  const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
+  const int64_t row0 = part_row(p, slot0, i, h);
 
   float m, wsum, acc[VEC];
   stream_splits<DV, VEC>(p, p.part_o + row0 * DV + slice * COLS + lane * VEC, row0, split_stride, warp,
@@ -224,7 +220,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   // (no return before the barrier below: the block's other units may need it)
   const int slot0 = active ? sched[SchedLayout::slot_offset(p.batch) + b] : 0;
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
-  const int64_t row0 = (int64_t(slot0) * p.max_draft + i) * p.num_q_heads + h;
+  const int64_t row0 = part_row(p, slot0, i, h);
 
   float m, wsum, acc[VEC];
   stream_splits<DV, VEC>(p, p.part_o + row0 * DV + slice * COLS + lane * VEC, row0, split_stride, sub, wpr, ns,

@@ -31,6 +31,7 @@
 #include "../tile_config.h"
 #include "mma.cuh"
 #include "params.cuh"
+#include "row_epilogue.cuh"
 #include "trace.cuh"
 
 namespace fv {
@@ -502,7 +503,7 @@ struct Verify {
         m_run[mt][h] = -INFINITY;
         l_run[mt][h] = 0.f;
         // general scoring path (MODS): per-row factor = xai temperature x log2(e)
-        rowmul[mt][h] = 1.4426950408889634f;
+        rowmul[mt][h] = kLog2e;
         if (MODS && p.xai_len > 0) {
           const int qpos = s.plen + tok[mt][h];
           if (qpos > p.xai_len)
@@ -946,10 +947,10 @@ struct Verify {
         const int i = r / p.group, j = r - i * p.group;
         const int h = hk * p.group + j;
         // a sink joins the denominator once: here when the request is not split, else in the combine
-        if (final_out && p.sinks != nullptr && l > 0.f) l += exp2f(p.sinks[h] * 1.4426950408889634f - m);
+        if (final_out) l = add_sink(p, h, m, l);
         const float inv = l > 0.f ? 1.f / l : 0.f;
         const int64_t tok = s.qo0 + i;
-        const float lse2 = l > 0.f ? m + log2f(l) : -INFINITY;
+        const float lse2 = lse_log2(m, l);
         if (final_out) {
           const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + on * ON + out_lane_col(t4);
 #pragma unroll
@@ -958,16 +959,12 @@ struct Verify {
             const int col = out_pair(o[mt], nt, half, t4, x, y);
             x *= inv;
             y *= inv;
-            if (p.out_fp32) {
-              *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + col) = make_float2(x, y);
-            } else {
-              *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + col) = pack2<T>(x, y);
-            }
+            store_out2<T>(p, base + col, x, y);
           }
           if (p.lse != nullptr && on == 0 && t4 == 0)
-            p.lse[tok * p.lse_stride_token + h] = l > 0.f ? lse2 * 0.69314718055994531f : -INFINITY;
+            p.lse[tok * p.lse_stride_token + h] = lse2 * kLn2;
         } else {
-          const int64_t prow = (int64_t(slot0 + split) * p.max_draft + i) * p.num_q_heads + h;
+          const int64_t prow = part_row(p, slot0 + split, i, h);
           float* dst = p.part_o + prow * DV + on * ON + out_lane_col(t4);
 #pragma unroll
           for (int nt = 0; nt < O_NT; ++nt) {

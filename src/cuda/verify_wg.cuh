@@ -337,10 +337,10 @@ struct VerifyWg {
       const float m = m_fin[row];
       const int i = r / p.group, hq = r - i * p.group;  // MLA: one KV head, every q head in the group
       // a sink joins the denominator once: here when the request is not split, else in the combine
-      if (final_out && p.sinks != nullptr && l > 0.f) l += exp2f(p.sinks[hq] * 1.4426950408889634f - m);
+      if (final_out) l = add_sink(p, hq, m, l);
       const float inv = l > 0.f ? 1.f / l : 0.f;
       const int64_t tok_row = s.qo0 + i;
-      const float lse2 = l > 0.f ? m + log2f(l) : -INFINITY;
+      const float lse2 = lse_log2(m, l);
       const int col0 = 256 * wgi + 2 * t4;
       if (final_out) {
         const int64_t ob = tok_row * p.out_stride_token + int64_t(hq) * p.out_stride_head + col0;
@@ -350,13 +350,12 @@ struct VerifyWg {
           for (int j = 0; j < 8; ++j) {
             const int col = 64 * nb + 8 * j;
             const float x = o[nb][4 * j + 2 * h] * inv, y = o[nb][4 * j + 2 * h + 1] * inv;
-            if (p.out_fp32) *reinterpret_cast<float2*>(static_cast<float*>(p.out) + ob + col) = make_float2(x, y);
-            else *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + ob + col) = pack2<T>(x, y);
+            store_out2<T>(p, ob + col, x, y);
           }
         if (p.lse != nullptr && wgi == 0 && t4 == 0)
-          p.lse[tok_row * p.lse_stride_token + hq] = l > 0.f ? lse2 * 0.69314718055994531f : -INFINITY;
+          p.lse[tok_row * p.lse_stride_token + hq] = lse2 * kLn2;
       } else {
-        const int64_t prow = (int64_t(slot0 + split) * p.max_draft + i) * p.num_q_heads + hq;
+        const int64_t prow = part_row(p, slot0 + split, i, hq);
         float* dst = p.part_o + prow * DV + col0;
 #pragma unroll
         for (int nb = 0; nb < 4; ++nb)

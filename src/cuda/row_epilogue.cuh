@@ -1,0 +1,39 @@
+// The last arithmetic of a softmax row, shared by the verify tiles (verify.cuh, verify_wg.cuh) and the combine
+// (combine.cuh): the sink joining the denominator, the LSE, the partial-state row index and the output stores.
+// m is the row's maximum in log2 units (scores pre-multiplied by log2(e)), l its sum of 2^(s - m).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "mma.cuh"
+#include "params.cuh"
+
+namespace fv {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.69314718055994531f;
+
+// A sink adds exp(sink) to the denominator of q head h, once: where the row's final state is formed (the
+// verify kernel when the request is not split, else the combine). A row that saw nothing keeps l = 0.
+__device__ __forceinline__ float add_sink(const VerifyParams& p, int h, float m, float l) {
+  return p.sinks != nullptr && l > 0.f ? l + exp2f(p.sinks[h] * kLog2e - m) : l;
+}
+
+// The row's LSE in log2 units, the partial states' form (-inf for a row that saw no key); times kLn2 it is the
+// natural-log LSE that p.lse takes
+__device__ __forceinline__ float lse_log2(float m, float l) { return l > 0.f ? m + log2f(l) : -INFINITY; }
+
+// The partial-state row (part_lse index; part_o row of Dv floats) of split slot `slot`, draft token i, q head h
+__device__ __forceinline__ int64_t part_row(const VerifyParams& p, int slot, int i, int h) {
+  return (int64_t(slot) * p.max_draft + i) * p.num_q_heads + h;
+}
+
+// Two adjacent output columns at element offset `at` of p.out (fp32 outputs, or T)
+template <class T>
+__device__ __forceinline__ void store_out2(const VerifyParams& p, int64_t at, float x, float y) {
+  if (p.out_fp32) *reinterpret_cast<float2*>(static_cast<float*>(p.out) + at) = make_float2(x, y);
+  else *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + at) = pack2<T>(x, y);
+}
+
+}  // namespace fv
