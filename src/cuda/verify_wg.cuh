@@ -92,12 +92,13 @@ struct VerifyWg {
   // complete; no other thread touches these slots)
   __device__ static void widen_rows(const Seg& s, int step, uint8_t* k_stage) {
     const int r0 = threadIdx.x / 8, c0 = threadIdx.x % 8;
-#pragma unroll
+    // the two row passes rolled (456 fewer instructions in the bf16-model kernel: N64 B16 3745 vs 3792 us, b1
+    // unchanged; bench/NOTES.md v14), each row's chunk loop unrolled: its 9 loads issue back to back (v13: fp8 MLA
+    // b1 49.6 vs 51.7 us, N64 B16 3780 vs 4010 us against a rolled chunk loop, which also spilled 20 bytes)
+#pragma unroll 1
     for (int pass = 0; pass < 2; ++pass) {
       const int row = r0 + pass * 32;
       if (step * BN + row >= s.plen) continue;
-      // unrolled: the 9 loads issue back to back (measured on the H200, bench/NOTES.md v13: fp8 MLA b1 49.6 vs
-      // 51.7 us, N64 B16 3780 vs 4010 us against a rolled loop, which also spilled 20 bytes)
 #pragma unroll
       for (int c = 0; c < KT; ++c) {
         uint8_t* slot = k_stage + c * TILE + wg::sw128_offset(row, c0);
