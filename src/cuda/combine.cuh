@@ -98,7 +98,7 @@ __device__ __forceinline__ void stream_splits(const VerifyParams& p, const float
 template <class T, int VEC, int COLS>
 __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float wsum, const float (&acc)[VEC], int h,
                                            int64_t qo0, int i, int slice, int lane) {
-  wsum = add_sink(p, h, m, wsum);  // once, after the splits are merged
+  if (p.sinks != nullptr && wsum > 0.f) wsum += sink_term(p, h, m);  // once, after the splits are merged
   const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
   const int64_t tok = qo0 + i;
   const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;
@@ -108,7 +108,7 @@ __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float
   }
 #pragma unroll
   for (int v = 0; v + 1 < VEC; v += 2) {
-    store_out2<T>(p, base + v, acc[v] * inv, acc[v + 1] * inv);
+    store_out2<T>(p, base, v, acc[v] * inv, acc[v + 1] * inv);
   }
   if (p.lse != nullptr && slice == 0 && lane == 0)
     p.lse[tok * p.lse_stride_token + h] = lse_log2(m, wsum) * kLn2;

@@ -14,10 +14,13 @@ namespace fv {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.69314718055994531f;
 
-// A sink adds exp(sink) to the denominator of q head h, once: where the row's final state is formed (the
-// verify kernel when the request is not split, else the combine). A row that saw nothing keeps l = 0.
-__device__ __forceinline__ float add_sink(const VerifyParams& p, int h, float m, float l) {
-  return p.sinks != nullptr && l > 0.f ? l + exp2f(p.sinks[h] * kLog2e - m) : l;
+// A sink adds exp(sink) to the denominator of q head h (p.sinks set), once: where the row's final state is formed
+// (the verify kernel when the request is not split, else the combine), and only to a row that saw a key (l > 0):
+//   if (final && p.sinks != nullptr && l > 0.f) l += sink_term(p, h, m);
+// (written out at each call: the compiler scheduled the verify kernels' epilogues differently with the test inside a
+// helper, and GQA 8/1 b1 measured 1% slower; bench/NOTES.md v14)
+__device__ __forceinline__ float sink_term(const VerifyParams& p, int h, float m) {
+  return exp2f(p.sinks[h] * kLog2e - m);
 }
 
 // The row's LSE in log2 units, the partial states' form (-inf for a row that saw no key); times kLn2 it is the
@@ -29,11 +32,12 @@ __device__ __forceinline__ int64_t part_row(const VerifyParams& p, int slot, int
   return (int64_t(slot) * p.max_draft + i) * p.num_q_heads + h;
 }
 
-// Two adjacent output columns at element offset `at` of p.out (fp32 outputs, or T)
+// Two adjacent output columns at element offset base + col of p.out (fp32 outputs, or T). The two offsets stay
+// apart: callers pass a compile-time col, which then becomes the store's immediate offset.
 template <class T>
-__device__ __forceinline__ void store_out2(const VerifyParams& p, int64_t at, float x, float y) {
-  if (p.out_fp32) *reinterpret_cast<float2*>(static_cast<float*>(p.out) + at) = make_float2(x, y);
-  else *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + at) = pack2<T>(x, y);
+__device__ __forceinline__ void store_out2(const VerifyParams& p, int64_t base, int col, float x, float y) {
+  if (p.out_fp32) *reinterpret_cast<float2*>(static_cast<float*>(p.out) + base + col) = make_float2(x, y);
+  else *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + base + col) = pack2<T>(x, y);
 }
 
 }  // namespace fv

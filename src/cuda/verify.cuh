@@ -947,7 +947,7 @@ struct Verify {
         const int i = r / p.group, j = r - i * p.group;
         const int h = hk * p.group + j;
         // a sink joins the denominator once: here when the request is not split, else in the combine
-        if (final_out) l = add_sink(p, h, m, l);
+        if (final_out && p.sinks != nullptr && l > 0.f) l += sink_term(p, h, m);
         const float inv = l > 0.f ? 1.f / l : 0.f;
         const int64_t tok = s.qo0 + i;
         const float lse2 = lse_log2(m, l);
@@ -959,10 +959,10 @@ struct Verify {
             const int col = out_pair(o[mt], nt, half, t4, x, y);
             x *= inv;
             y *= inv;
-            store_out2<T>(p, base + col, x, y);
+            store_out2<T>(p, base, col, x, y);
           }
           if (p.lse != nullptr && on == 0 && t4 == 0)
-            p.lse[tok * p.lse_stride_token + h] = lse2 * kLn2;
+            p.lse[tok * p.lse_stride_token + h] = l > 0.f ? lse2 * kLn2 : -INFINITY;
         } else {
           const int64_t prow = part_row(p, slot0 + split, i, h);
           float* dst = p.part_o + prow * DV + on * ON + out_lane_col(t4);

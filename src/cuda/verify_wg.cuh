@@ -338,7 +338,7 @@ struct VerifyWg {
       const float m = m_fin[row];
       const int i = r / p.group, hq = r - i * p.group;  // MLA: one KV head, every q head in the group
       // a sink joins the denominator once: here when the request is not split, else in the combine
-      if (final_out) l = add_sink(p, hq, m, l);
+      if (final_out && p.sinks != nullptr && l > 0.f) l += sink_term(p, hq, m);
       const float inv = l > 0.f ? 1.f / l : 0.f;
       const int64_t tok_row = s.qo0 + i;
       const float lse2 = lse_log2(m, l);
@@ -351,10 +351,10 @@ struct VerifyWg {
           for (int j = 0; j < 8; ++j) {
             const int col = 64 * nb + 8 * j;
             const float x = o[nb][4 * j + 2 * h] * inv, y = o[nb][4 * j + 2 * h + 1] * inv;
-            store_out2<T>(p, ob + col, x, y);
+            store_out2<T>(p, ob, col, x, y);
           }
         if (p.lse != nullptr && wgi == 0 && t4 == 0)
-          p.lse[tok_row * p.lse_stride_token + hq] = lse2 * kLn2;
+          p.lse[tok_row * p.lse_stride_token + hq] = l > 0.f ? lse2 * kLn2 : -INFINITY;
       } else {
         const int64_t prow = part_row(p, slot0 + split, i, hq);
         float* dst = p.part_o + prow * DV + col0;
