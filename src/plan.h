@@ -59,7 +59,8 @@ struct Plan {
   int combine_cols = 0;          // output columns per combine block (128, or 32 when few rows would leave SMs idle)
   int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits (plan.cpp)
   bool combine_block8 = false;   // wpr 8 in 8-warp blocks, one unit a block (combine_blocks = units)
-  int64_t combine_blocks = 0;    // combine grid: ceil(units / (16 / combine_wpr)); 0 when nothing is split
+  int64_t combine_blocks = 0;    // combine grid: ceil(units / (16 / combine_wpr)), or units with combine_block8;
+                                 // 0 when nothing is split
   // workspace layout, bytes from its start
   std::size_t off_sched = 0, off_bits = 0, off_part_lse = 0, off_part_o = 0, total = 0;
 };

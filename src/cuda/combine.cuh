@@ -21,6 +21,7 @@ namespace fv {
 
 constexpr int kCombineWarps = kCombineBlockWarps;  // (plan.h)
 constexpr int kCombineThreads = 32 * kCombineWarps;
+constexpr int kCombineBlock8Threads = 256;  // combine_block8_kernel: 8 warps, one unit a block
 
 // A unit index (request, draft token, q head, column slice), slice fastest, split into its parts.
 struct CombineUnit {
@@ -115,8 +116,8 @@ __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float
 }
 
 // One block per unit (wpr 16: NW = 16; and NW = 8 with wpr 8 where a unit a block of 16 warps would need two
-// waves of blocks: smaller blocks, more of them resident), its NW warps take every NW-th split, so a request split 100 ways has all its
-// loads in flight at once. The warps' partial sums are added in warp order. This is the v9 kernel as it was
+// waves of blocks: smaller blocks, more of them resident), its NW warps take every NW-th split, so a request
+// split 100 ways has all its loads in flight at once. The warps' partial sums are added in warp order. This is the v9 kernel as it was
 // measured: combine_kernel below with wpr 16 computes the same (same loads, same order) but was measured
 // ~2 us slower at batch 1 (its block-wide merge loop has a run-time trip count, and blocks with nothing to
 // merge still pass the barrier and the loop), so the launcher takes this one for wpr 16 until a single
@@ -184,8 +185,8 @@ __global__ void __launch_bounds__(kCombineThreads)
 }
 // 8 warps (Plan::combine_block8), at most 64 registers: four blocks a multiprocessor
 template <class T, int DV, int COLS>
-__global__ void __launch_bounds__(256, 4) combine_block8_kernel(const __grid_constant__ VerifyParams p) {
-  combine_block_body<T, DV, COLS, 8>(p);
+__global__ void __launch_bounds__(kCombineBlock8Threads, 4) combine_block8_kernel(const __grid_constant__ VerifyParams p) {
+  combine_block_body<T, DV, COLS, kCombineBlock8Threads / 32>(p);
 }
 
 // A block holds 16 / wpr units, wpr consecutive warps a unit; a unit's warps take every wpr-th split, so a

@@ -118,7 +118,7 @@ template <class T, int DV, int COLS>
 cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, bool block8, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(block8 ? 256 : kCombineThreads);
+  cfg.blockDim = dim3(block8 ? kCombineBlock8Threads : kCombineThreads);
   cfg.dynamicSmemBytes = 0;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
@@ -126,7 +126,7 @@ cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, 
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  // wpr 16: one unit a block (combine.cuh says why that is its own kernel)
+  // 8-warp blocks, or wpr 16 in 16-warp blocks (combine.cuh says why those are kernels of their own), or any wpr
   const cudaError_t err = block8 ? cudaLaunchKernelEx(&cfg, combine_block8_kernel<T, DV, COLS>, p)
                           : p.combine_wpr == kCombineWarps ? cudaLaunchKernelEx(&cfg, combine_block_kernel<T, DV, COLS>, p)
                                                            : cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
