@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <thread>
 
 namespace fvt {
 namespace {
@@ -26,13 +27,23 @@ uint64_t splitmix(uint64_t x) {
 }
 
 // Uniform in [-scale, scale], as 16-bit bits of `dtype`; reproducible from (seed, stream, index).
+// Large pools (the P sweep's B = 16 rows hold up to 8.6 G values) are filled by all cores; each value depends
+// only on its index, so the result does not depend on the thread count.
 void fill_random(std::vector<uint16_t>& v, int dtype, float scale, uint64_t seed, uint64_t stream) {
   const uint64_t key = splitmix(seed ^ splitmix(stream));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint64_t r = splitmix(key + i);
-    const float u = static_cast<float>((r >> 40) * (1.0 / 16777216.0));  // [0, 1)
-    v[i] = float_to_bits((2.f * u - 1.f) * scale, dtype);
-  }
+  auto fill = [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      const uint64_t r = splitmix(key + i);
+      const float u = static_cast<float>((r >> 40) * (1.0 / 16777216.0));  // [0, 1)
+      v[i] = float_to_bits((2.f * u - 1.f) * scale, dtype);
+    }
+  };
+  const size_t n = v.size();
+  const size_t threads = n < (size_t(1) << 24) ? 1 : std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+  if (threads == 1) return fill(0, n);
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(fill, n * t / threads, n * (t + 1) / threads);
+  for (std::thread& th : pool) th.join();
 }
 
 bool visible(const std::vector<int>& parents, int i, int j) {
