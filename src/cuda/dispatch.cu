@@ -113,45 +113,43 @@ cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStr
   return p.mods ? launch_verify_cfg<T, true, false>(cfg, p, grid, s) : launch_verify_cfg<T, false, false>(cfg, p, grid, s);
 }
 
-// block8: one 8-warp block a unit (Plan::combine_block8, with wpr 8)
+// The combine launch, from the plan: Plan::combine_blocks blocks (the planner checked them against the grid
+// limit); Plan::combine_block8: one 8-warp block a unit (with wpr 8); Plan::pdl: a programmatic dependent launch
+// (the kernel waits for the verify grid itself)
 template <class T, int DV, int COLS>
-cudaError_t launch_combine_dv(const VerifyParams& p, unsigned blocks, bool pdl, bool block8, cudaStream_t s) {
+cudaError_t launch_combine_dv(const VerifyParams& p, const Plan& plan, cudaStream_t s) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(block8 ? kCombineBlock8Threads : kCombineThreads);
+  cfg.gridDim = dim3(static_cast<unsigned>(plan.combine_blocks));
+  cfg.blockDim = dim3(plan.combine_block8 ? kCombineBlock8Threads : kCombineThreads);
   cfg.dynamicSmemBytes = 0;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = plan.pdl ? 1 : 0;
   // 8-warp blocks, or wpr 16 in 16-warp blocks (combine.cuh says why those are kernels of their own), or any wpr
-  const cudaError_t err = block8 ? cudaLaunchKernelEx(&cfg, combine_block8_kernel<T, DV, COLS>, p)
+  const cudaError_t err = plan.combine_block8 ? cudaLaunchKernelEx(&cfg, combine_block8_kernel<T, DV, COLS>, p)
                           : p.combine_wpr == kCombineWarps ? cudaLaunchKernelEx(&cfg, combine_block_kernel<T, DV, COLS>, p)
                                                            : cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
   if (err != cudaSuccess) cudaGetLastError();  // do not leave it for the next call to report
   return err;
 }
 
-// cols: the columns a block merges (Plan::combine_cols: 32, or min(Dv, 128))
+// Plan::combine_cols: the columns a block merges (32, or min(Dv, 128))
 template <class T, int DV>
-cudaError_t launch_combine_cols(int cols, const VerifyParams& p, unsigned blocks, bool pdl, bool block8, cudaStream_t s) {
+cudaError_t launch_combine_cols(const VerifyParams& p, const Plan& plan, cudaStream_t s) {
   constexpr int kWide = DV < 128 ? DV : 128;
-  return cols == 32 ? launch_combine_dv<T, DV, 32>(p, blocks, pdl, block8, s)
-                    : launch_combine_dv<T, DV, kWide>(p, blocks, pdl, block8, s);
+  return plan.combine_cols == 32 ? launch_combine_dv<T, DV, 32>(p, plan, s) : launch_combine_dv<T, DV, kWide>(p, plan, s);
 }
 
-// pdl: a programmatic dependent launch (Plan::pdl; the kernel waits for the verify grid itself); blocks:
-// Plan::combine_blocks (the planner checked it against the grid limit)
 template <class T>
-cudaError_t launch_combine_for(int dv, int cols, const VerifyParams& p, unsigned blocks, bool pdl, bool block8,
-                               cudaStream_t s) {
+cudaError_t launch_combine_for(int dv, const VerifyParams& p, const Plan& plan, cudaStream_t s) {
   switch (dv) {
-    case 64: return launch_combine_cols<T, 64>(cols, p, blocks, pdl, block8, s);
-    case 128: return launch_combine_cols<T, 128>(cols, p, blocks, pdl, block8, s);
-    case 256: return launch_combine_cols<T, 256>(cols, p, blocks, pdl, block8, s);
-    default: return launch_combine_cols<T, 512>(cols, p, blocks, pdl, block8, s);
+    case 64: return launch_combine_cols<T, 64>(p, plan, s);
+    case 128: return launch_combine_cols<T, 128>(p, plan, s);
+    case 256: return launch_combine_cols<T, 256>(p, plan, s);
+    default: return launch_combine_cols<T, 512>(p, plan, s);
   }
 }
 
@@ -352,11 +350,8 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   if (err != cudaSuccess) return cuda_fail(err, cfg.name);
 
   if (plan.max_slots > 0) {
-    const unsigned blocks = static_cast<unsigned>(plan.combine_blocks);
-    err = pb.dtype == FV_DTYPE_BF16
-              ? launch_combine_for<__nv_bfloat16>(pb.head_dim_v, plan.combine_cols, p, blocks, plan.pdl,
-                                                  plan.combine_block8, s)
-              : launch_combine_for<__half>(pb.head_dim_v, plan.combine_cols, p, blocks, plan.pdl, plan.combine_block8, s);
+    err = pb.dtype == FV_DTYPE_BF16 ? launch_combine_for<__nv_bfloat16>(pb.head_dim_v, p, plan, s)
+                                    : launch_combine_for<__half>(pb.head_dim_v, p, plan, s);
     if (err != cudaSuccess) return cuda_fail(err, "combine kernel launch");
   }
   return FV_OK;
