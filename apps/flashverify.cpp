@@ -283,6 +283,8 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa32/8 d128 n1024 p32k b1", uniform(false, 32, 8, 128, 1024, 32768, 1));
     add("gqa16/2 d64 n8 p32k b16", uniform(false, 16, 2, 64, 8, 32768, 16));
     add("gqa16/2 d256 n8 p32k b16", uniform(false, 16, 2, 256, 8, 32768, 16));
+    add("gqa8/1 d256 n8 p32k b16", uniform(false, 8, 1, 256, 8, 32768, 16));
+    add("gqa8/1 d256 n8 p32k b1", uniform(false, 8, 1, 256, 8, 32768, 1));
   }
   if (suite == "psweep" || suite == "full") {
     for (int p : {16384, 32768, 65536, 131072, 262144})

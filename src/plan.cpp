@@ -89,7 +89,12 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
       else
         cfg = &kTileConfigs[kGqa128];
       break;
-    case 256: cfg = &kTileConfigs[kGqa256]; break;
+    case 256:
+      // 32-key steps where two 104 KB CTAs fit a multiprocessor and the caller did not ask for the 99 KB
+      // configurations
+      cfg = &kTileConfigs[p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqa256Bn32], props) ? kGqa256Bn32
+                                                                                                      : kGqa256];
+      break;
     default:
       *status = fail(FV_ERR_UNSUPPORTED_HEAD_DIM, "no fast kernel for head_dim_qk %d", p.head_dim_qk);
       return nullptr;

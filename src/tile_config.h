@@ -48,7 +48,8 @@ enum ConfigId {
   kGqa128Bn32 = 6,
   kGqa128Bm32S3 = 7,
   kMlaWg = 8,
-  kNumConfigs = 9
+  kGqa256Bn32 = 9,
+  kNumConfigs = 10
 };
 
 // Why these shapes (bench/NOTES.md has the arithmetic):
@@ -81,6 +82,9 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // the Hopper MLA kernel (verify_wg.cuh: wgmma, sm_90a only; the MLA default on sm_90): the large tile's geometry and
     // plan, its own shared-memory layout (verify_wg.cuh's SMEM; this entry's smem_bytes is the large tile's)
     {kMlaWg, "mla576_wg_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
+    // GQA d256 where the shared memory allows it (sm_90 / sm_100: 104 KB, two CTAs a multiprocessor): 32-key
+    // steps, half as many per key as the 99 KB tile's 16-key steps, with as many bytes in flight a multiprocessor
+    {kGqa256Bn32, "gqa256_bm64_bn32_s2", 64, 32, 256, 256, 4, 2, 4, 2, 2, false, 2, true, 1, 4},
 };
 
 constexpr std::size_t kSmallSmemLimit = 101376;  // 99 KB: sm_86, sm_89, sm_120 per-block opt-in maximum
@@ -94,5 +98,7 @@ static_assert(kTileConfigs[kGqa128Bm32].smem_bytes() <= kSmallSmemLimit, "must f
 static_assert(kTileConfigs[kGqa128Bn32].smem_bytes() <= kSmallSmemLimit, "must fit sm_120");
 // two CTAs a multiprocessor on sm_90 (228 KB a multiprocessor, 1 KB reserved a block, 384 bytes static)
 static_assert(2 * (kTileConfigs[kGqa128Bm32S3].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
+static_assert(kTileConfigs[kGqa256Bn32].smem_bytes() > kSmallSmemLimit, "large_smem is right for it");
+static_assert(2 * (kTileConfigs[kGqa256Bn32].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 
 }  // namespace fv

@@ -89,6 +89,7 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
     case kGqa128Bm32: return launch_verify<kGqa128Bm32, T, MODS, KV8>(p, grid, s);
     case kGqa128Bn32: return launch_verify<kGqa128Bn32, T, MODS, KV8>(p, grid, s);
     case kGqa128Bm32S3: return launch_verify<kGqa128Bm32S3, T, MODS, KV8>(p, grid, s);
+    case kGqa256Bn32: return launch_verify<kGqa256Bn32, T, MODS, KV8>(p, grid, s);
     case kMlaWg:
       // the Hopper kernel takes 16-bit pools without modifiers, and fp8 pools with their k_scale / v_scale but
       // no other modifier (logit cap, sliding window, xai temperature); anything else takes the large mma.sync

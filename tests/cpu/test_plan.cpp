@@ -124,6 +124,23 @@ TEST(Plan, GqaD128TileChoice) {
   EXPECT_EQ(plan.cfg->id, fv::kGqa128);
 }
 
+TEST(Plan, GqaD256TileChoice) {
+  fv::Plan plan;
+  fv_problem g = mla_problem(8, 8, 16);  // GQA 8/1 d256, 8 drafts
+  g.num_kv_heads = 1;
+  g.head_dim_qk = g.head_dim_v = 256;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);  // 32-key steps: 104 KB, two CTAs a multiprocessor
+  EXPECT_EQ(plan.ctas_per_sm, 2);
+  ASSERT_EQ(fv::make_plan(g, kSm120, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256);  // 99 KB: 16-key steps
+  ASSERT_EQ(fv::make_plan(g, kA100, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256);  // sm_80: the large-tile bodies are not compiled for it
+  g.profile = FV_PROFILE_SMALL_SMEM;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256);
+}
+
 TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
   fv::Plan plan;
   const fv_problem p = mla_problem(16, 8, 1);
