@@ -66,6 +66,10 @@ enum ConfigId {
 //   min_part_cost 2 for the 64- and 32-row d128 tiles (the bn32 tuning tile keeps 8): measured on the
 //   64-row tile, GQA 8/1 b1 24.4 us vs 26.9 at 4 (bench/NOTES.md v8); the 32-row tiles take the same
 //   value unmeasured at batch 1.
+// - GQA d256: 16-key steps in 99 KB (3 stages); where two 104 KB CTAs fit (sm_90 / sm_100), 32-key steps in 2
+//   stages: half the per-step work (barriers, softmax, O rescale) per key with as many bytes in flight. H200
+//   (v15): GQA 8/1 d256 N=8 B=16 251 vs 277 us, GQA 16/2 B=16 472 vs 523, b1 39.7 vs 38.7 (1 us slower); it
+//   spills 132 bytes at the 128-register cap of two CTAs (the 16-key tile 48).
 constexpr TileConfig kTileConfigs[kNumConfigs] = {
     {kMlaLarge, "mla576_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
     {kMlaSmall, "mla576_bm32_bn16_s3", 32, 16, 576, 512, 2, 2, 1, 4, 3, true, 1, false, 2, 6},
