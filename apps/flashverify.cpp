@@ -287,20 +287,17 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa8/1 d256 n8 p32k b1", uniform(false, 8, 1, 256, 8, 32768, 1));
   }
   if (suite == "psweep" || suite == "full") {
-    for (int p : {16384, 32768, 65536, 131072, 262144})
-      add("mla h16 n8 b4 p" + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 8, p, 4), "flat within 15%");
-    for (int p : {16384, 32768, 65536, 131072, 262144})
-      add("mla h16 n64 b4 p" + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 64, p, 4), "flat within 15%");
-    for (int p : {16384, 32768, 65536, 131072, 262144})
-      add("gqa32/8 n8 b4 p" + std::to_string(p / 1024) + "k", uniform(false, 32, 8, 128, 8, p, 4), "flat within 15%");
-    // the same shapes at B = 16, the batch of the throughput targets (B = 4 puts fixed costs - launch, the last
-    // wave, the combine - on the 16K rows: both are reported)
-    for (int p : {16384, 32768, 65536, 131072, 262144})
-      add("mla h16 n8 b16 p" + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 8, p, 16), "flat within 15%");
-    for (int p : {16384, 32768, 65536, 131072, 262144})
-      add("mla h16 n64 b16 p" + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 64, p, 16), "flat within 15%");
-    for (int p : {16384, 32768, 65536, 131072, 262144})
-      add("gqa32/8 n8 b16 p" + std::to_string(p / 1024) + "k", uniform(false, 32, 8, 128, 8, p, 16), "flat within 15%");
+    // three shapes over P, at B = 4 and at B = 16, the batch of the throughput targets (B = 4 puts fixed costs -
+    // launch, the last wave, the combine - on the 16K rows: both are reported)
+    for (int b : {4, 16}) {
+      const std::string bs = " b" + std::to_string(b) + " p";
+      for (int p : {16384, 32768, 65536, 131072, 262144})
+        add("mla h16 n8" + bs + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 8, p, b), "flat within 15%");
+      for (int p : {16384, 32768, 65536, 131072, 262144})
+        add("mla h16 n64" + bs + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 64, p, b), "flat within 15%");
+      for (int p : {16384, 32768, 65536, 131072, 262144})
+        add("gqa32/8 n8" + bs + std::to_string(p / 1024) + "k", uniform(false, 32, 8, 128, 8, p, b), "flat within 15%");
+    }
   }
   return v;
 }
