@@ -35,6 +35,12 @@ bool fits(const TileConfig& c, const DeviceProps& props) {
   return !c.large_smem || (props.cc_major >= 9 && props.cc_major < 12);
 }
 
+// The 2-CTA variants (gqa128_bm32_bn64_s3, gqa256_bm64_bn32_s2) pay off only with two CTAs a multiprocessor: on a
+// device that fits one, the 99 KB tile (two CTAs) keeps more work in flight
+bool fits_two(const TileConfig& c, const DeviceProps& props, const fv_problem& p) {
+  return p.profile != FV_PROFILE_SMALL_SMEM && fits(c, props) && estimate_ctas_per_sm(c, props) >= 2;
+}
+
 const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, fv_status* status) {
   *status = FV_OK;
   // Tuning hook for benchmark sweeps: FLASHVERIFY_CONFIG=<config name> forces a configuration of the
@@ -80,20 +86,17 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
   switch (p.head_dim_qk) {
     case 64: cfg = &kTileConfigs[kGqa64]; break;
     case 128:
-      // a 32-row tile when every request's rows (group x drafts) fit in it, with 3 stages where it fits and
-      // the caller did not ask for the 99 KB configurations
+      // a 32-row tile when every request's rows (group x drafts) fit in it, with 3 stages where two such CTAs
+      // fit a multiprocessor and the caller did not ask for the 99 KB configurations
       if ((p.num_q_heads / p.num_kv_heads) * p.max_draft <= 32)
-        cfg = &kTileConfigs[p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqa128Bm32S3], props)
-                                ? kGqa128Bm32S3
-                                : kGqa128Bm32];
+        cfg = &kTileConfigs[fits_two(kTileConfigs[kGqa128Bm32S3], props, p) ? kGqa128Bm32S3 : kGqa128Bm32];
       else
         cfg = &kTileConfigs[kGqa128];
       break;
     case 256:
       // 32-key steps where two 104 KB CTAs fit a multiprocessor and the caller did not ask for the 99 KB
       // configurations
-      cfg = &kTileConfigs[p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqa256Bn32], props) ? kGqa256Bn32
-                                                                                                      : kGqa256];
+      cfg = &kTileConfigs[fits_two(kTileConfigs[kGqa256Bn32], props, p) ? kGqa256Bn32 : kGqa256];
       break;
     default:
       *status = fail(FV_ERR_UNSUPPORTED_HEAD_DIM, "no fast kernel for head_dim_qk %d", p.head_dim_qk);

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 namespace fvt {
@@ -42,7 +43,12 @@ void fill_random(std::vector<uint16_t>& v, int dtype, float scale, uint64_t seed
   const size_t threads = n < (size_t(1) << 24) ? 1 : std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
   if (threads == 1) return fill(0, n);
   std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t) pool.emplace_back(fill, n * t / threads, n * (t + 1) / threads);
+  size_t t = 0;
+  try {
+    for (; t < threads; ++t) pool.emplace_back(fill, n * t / threads, n * (t + 1) / threads);
+  } catch (const std::system_error&) {  // no more threads: this one fills the ranges left
+    for (size_t r = t; r < threads; ++r) fill(n * r / threads, n * (r + 1) / threads);
+  }
   for (std::thread& th : pool) th.join();
 }
 

@@ -81,7 +81,9 @@ def main():
         print("SKIPPED: no cuobjdump (PATH, /usr/local/cuda/bin, or pip nvidia-cuda-cuobjdump)")
         return SKIP
     rows = res_usage(cuobjdump, lib)
-    want = sorted({"sm_" + m.group(1) for a in re.split(r"[;,]", archs) for m in [re.match(r"\s*(\d+)", a)] if m})
+    # "90-real" -> sm_90, "90a" -> sm_90a, "100f" -> sm_100f; "-virtual" entries are PTX only: no machine code
+    want = sorted({"sm_" + m.group(1) for a in re.split(r"[;,]", archs) if not a.strip().endswith("-virtual")
+                   for m in [re.match(r"\s*(\d+[a-z]?)", a)] if m})
     if not want:  # native / all: check whatever the library holds
         want = sorted({a for a, _, _ in rows if not a.endswith("a")})
     configs = tile_configs()
@@ -107,7 +109,7 @@ def main():
     # real code for every configuration the planner may select on that architecture
     checked = 0
     for a in want:
-        cc = int(a[3:])
+        cc = int(re.match(r"sm_(\d+)", a).group(1))
         large_ok = 90 <= cc < 120
         for fn, regs in by_arch.get(a, {}).items():
             m = re.search(r"verify_kernelILi(\d+)E", fn)

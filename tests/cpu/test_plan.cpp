@@ -139,6 +139,18 @@ TEST(Plan, GqaD256TileChoice) {
   g.profile = FV_PROFILE_SMALL_SMEM;
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa256);
+  // a made-up cc 10 device with 164 KB a multiprocessor: one 104 KB CTA fits, so the variants that pay off only
+  // with two CTAs a multiprocessor (d256 32-key steps, d128 3 stages) are not chosen
+  g.profile = FV_PROFILE_AUTO;
+  const fv::DeviceProps one_cta{132, 166912, 167936, 10, 0};
+  ASSERT_EQ(fv::make_plan(g, one_cta, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256);
+  fv_problem d128 = g;
+  d128.num_q_heads = 32;
+  d128.num_kv_heads = 8;
+  d128.head_dim_qk = d128.head_dim_v = 128;
+  ASSERT_EQ(fv::make_plan(d128, one_cta, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
 }
 
 TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
