@@ -231,6 +231,10 @@ CaseSpec uniform(bool mla, int hq, int hkv, int d, int n, int p, int b, fvt::Tre
   return s;
 }
 
+// the P sweep's target; its rows form series that differ only in their " p<N>k" part
+constexpr const char* kFlatTarget = "flat within 15%";
+std::string sweep_series(const std::string& name) { return name.substr(0, name.rfind(" p")); }
+
 std::vector<BenchCase> bench_cases(const std::string& suite) {
   std::vector<BenchCase> v;
   auto add = [&](const std::string& name, CaseSpec s, const std::string& target = "") { v.push_back({name, s, target}); };
@@ -290,15 +294,17 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
   if (suite == "psweep" || suite == "full") {
     // three shapes over P, at B = 4 and at B = 16, the batch of the throughput targets (B = 4 puts fixed costs -
     // launch, the last wave, the combine - on the 16K rows: both are reported)
-    for (int b : {4, 16}) {
-      const std::string bs = " b" + std::to_string(b) + " p";
-      for (int p : {16384, 32768, 65536, 131072, 262144})
-        add("mla h16 n8" + bs + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 8, p, b), "flat within 15%");
-      for (int p : {16384, 32768, 65536, 131072, 262144})
-        add("mla h16 n64" + bs + std::to_string(p / 1024) + "k", uniform(true, 16, 1, 0, 64, p, b), "flat within 15%");
-      for (int p : {16384, 32768, 65536, 131072, 262144})
-        add("gqa32/8 n8" + bs + std::to_string(p / 1024) + "k", uniform(false, 32, 8, 128, 8, p, b), "flat within 15%");
-    }
+    struct Shape {
+      const char* name;
+      bool mla;
+      int hq, hkv, d, n;
+    };
+    for (int b : {4, 16})
+      for (const Shape& sh : {Shape{"mla h16 n8", true, 16, 1, 0, 8}, Shape{"mla h16 n64", true, 16, 1, 0, 64},
+                              Shape{"gqa32/8 n8", false, 32, 8, 128, 8}})
+        for (int p : {16384, 32768, 65536, 131072, 262144})
+          add(std::string(sh.name) + " b" + std::to_string(b) + " p" + std::to_string(p / 1024) + "k",
+              uniform(sh.mla, sh.hq, sh.hkv, sh.d, sh.n, p, b), kFlatTarget);
   }
   return v;
 }
@@ -513,22 +519,25 @@ int cmd_bench(const Options& o) {
                 r.naive_us > 0 ? std::to_string(static_cast<int>(r.naive_us)).c_str() : "–",
                 r.naive_us > 0 ? (std::to_string(static_cast<int>(r.naive_us / r.us)) + "x").c_str() : "–",
                 r.check.c_str(), r.rel, r.target.c_str());
-  // flatness over P (issue 3): each series is the rows of one shape that differ only in their " p<N>k" part;
-  // MLA by TFLOP/s, GQA by GB/s, spread = 1 - min / max, from the eager medians (and, shown, the graph replays)
-  std::vector<std::string> series;
-  for (const Row& r : rows)
-    if (r.target == "flat within 15%") {
-      const std::string key = r.name.substr(0, r.name.rfind(" p"));
-      if (std::find(series.begin(), series.end(), key) == series.end()) series.push_back(key);
-    }
-  for (const std::string& key : series) {
+  // flatness over P (issue 3): each series is the sweep rows of one shape (sweep_series); MLA by TFLOP/s, GQA by
+  // GB/s, spread = 1 - min / max, from the eager medians (and, shown, the graph replays)
+  std::vector<std::pair<std::string, std::vector<const Row*>>> series;  // in table order
+  for (const Row& r : rows) {
+    if (r.target != kFlatTarget) continue;
+    const std::string key = sweep_series(r.name);
+    auto it = std::find_if(series.begin(), series.end(), [&](const auto& e) { return e.first == key; });
+    if (it == series.end()) it = series.insert(series.end(), {key, {}});
+    it->second.push_back(&r);
+  }
+  for (const auto& [key, members] : series) {
     const bool mla = key.rfind("mla", 0) == 0;
+    const int n = static_cast<int>(members.size());
     double lo = 1e300, hi = 0, glo = 1e300, ghi = 0;
-    int n = 0, ng = 0;
-    for (const Row& r : rows) {
-      if (r.target != "flat within 15%" || r.name.substr(0, r.name.rfind(" p")) != key) continue;
+    int ng = 0;
+    for (const Row* rp : members) {
+      const Row& r = *rp;
       const double v = mla ? r.tflops : r.gbs;
-      lo = std::min(lo, v), hi = std::max(hi, v), ++n;
+      lo = std::min(lo, v), hi = std::max(hi, v);
       if (r.graph_us > 0) {
         const double g = v * r.us / r.graph_us;
         glo = std::min(glo, g), ghi = std::max(ghi, g), ++ng;
