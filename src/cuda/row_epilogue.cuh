@@ -24,7 +24,8 @@ __device__ __forceinline__ float sink_term(const VerifyParams& p, int h, float m
 }
 
 // The row's LSE in log2 units, the partial states' form (-inf for a row that saw no key); times kLn2 it is the
-// natural-log LSE that p.lse takes
+// natural-log LSE that p.lse takes. (The verify kernels' p.lse stores keep their own `l > 0.f ? lse2 * kLn2 :
+// -INFINITY` select, the same value: without it ptxas rescheduled their epilogues, bench/NOTES.md v14.)
 __device__ __forceinline__ float lse_log2(float m, float l) { return l > 0.f ? m + log2f(l) : -INFINITY; }
 
 // The partial-state row (part_lse index; part_o row of Dv floats) of split slot `slot`, draft token i, q head h
