@@ -83,9 +83,12 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // the 32-row tile with a third stage where shared memory allows it (sm_90 / sm_100: 109 KB, two CTAs a
     // multiprocessor): two steps of K/V in flight per CTA instead of one
     {kGqa128Bm32S3, "gqa128_bm32_bn64_s3", 32, 64, 128, 128, 2, 2, 2, 2, 3, false, 2, true, 2, 2},
-    // the Hopper MLA kernel (verify_wg.cuh: wgmma, sm_90a only; the MLA default on sm_90): the large tile's geometry and
-    // plan, its own shared-memory layout (verify_wg.cuh's SMEM; this entry's smem_bytes is the large tile's)
-    {kMlaWg, "mla576_wg_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
+    // the Hopper MLA kernel (verify_wg.cuh: wgmma, sm_90a only; the MLA default on sm_90): the large tile's geometry,
+    // its own shared-memory layout (verify_wg.cuh's SMEM; this entry's smem_bytes is the large tile's) and a request
+    // overhead of 3 steps: a segment's fixed costs (Q, first keys, partial store: ~9 us in the v12 trace) are ~3.7 of
+    // its 2.46 us steps. H200 env A/B (v16): MLA h16 N8 B16 16K 179.3 / 179.8 vs 181.3 / 181.3 us at 2 (4 and 6: 180.5,
+    // 180.9); b1, B4 16K and the other MLA cases unchanged
+    {kMlaWg, "mla576_wg_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 3, 3},
     // GQA d256 where the shared memory allows it (sm_90 / sm_100: 104 KB, two CTAs a multiprocessor): 32-key
     // steps, half as many per key as the 99 KB tile's 16-key steps, with as many bytes in flight a multiprocessor
     {kGqa256Bn32, "gqa256_bm64_bn32_s2", 64, 32, 256, 256, 4, 2, 4, 2, 2, false, 2, true, 1, 4},

@@ -673,6 +673,19 @@ TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
     check(multi, fp8 ? "hopper fp8 multi-segment" : "hopper multi-segment");
   }
 
+  // sixteen requests over three partitions: several segments a CTA, with requests with no prefix, a 1-key prefix,
+  // short prefixes and drafts that leave the second row tile empty; in a page table
+  CaseSpec many = base_case(true, seed + 7);
+  many.draft = {8, 1, 3, 5, 2, 8, 4, 1, 6, 7, 2, 3, 8, 1, 5, 4};
+  many.prefix = {70, 0, 1, 130, 64, 9, 300, 65, 0, 41, 128, 2, 77, 190, 63, 33};
+  many.addressing = FV_KV_PAGE_TABLE;
+  many.page_size = 4;
+  many.num_kv_splits = 3;
+  for (bool fp8 : {false, true}) {
+    many.kv_fp8 = fp8;
+    check(many, fp8 ? "hopper fp8 sixteen requests, 3 partitions" : "hopper sixteen requests, 3 partitions");
+  }
+
   CaseSpec drafts = base_case(true, seed + 4);
   drafts.hq = 1;
   drafts.max_draft = 160;
