@@ -18,23 +18,15 @@ Exits 77 (ctest: skipped, shown as such) when no cuobjdump is found: .ci/run ins
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+from cuda_tools import find_cuobjdump  # noqa: E402
 SKIP = 77
 STUB_MAX_REGS = 8     # a __trap() stub takes 4
 COMBINE_MAX_REGS = 64
-
-
-def find_cuobjdump():
-    cands = [os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"]
-    cands += [os.path.join(p, "nvidia", sub, "bin", "cuobjdump") for p in sys.path if p for sub in ("cu13", "cu12")]
-    for c in cands:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
 
 
 def tile_configs():

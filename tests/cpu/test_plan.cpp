@@ -153,6 +153,38 @@ TEST(Plan, GqaD256TileChoice) {
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
 }
 
+TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
+  // a single request with 33-64 rows (group x drafts) and 16-bit pools: two 32-row tiles of 2 stages (bench/NOTES.md
+  // v16); batches, fp8 pools and more rows keep the 64-row tile, 32 rows or fewer the 32-row tiles as before
+  fv::Plan plan;
+  fv_problem g = mla_problem(8, 8, 1);  // GQA 8/1 d128, 8 drafts: 64 rows
+  g.head_dim_qk = g.head_dim_v = 128;
+  for (const fv::DeviceProps& dev : {kH200, kSm120, kA100}) {
+    ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
+    EXPECT_EQ(plan.m_tiles, 2);
+  }
+  g.max_draft = 5;  // 40 rows
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
+  g.max_draft = 9;  // 72 rows
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  g.max_draft = 8;
+  g.batch_size = 2;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  g.batch_size = 1;
+  g.kv_dtype = FV_DTYPE_FP8_E4M3;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  g.kv_dtype = 0;
+  g.max_draft = 4;  // 32 rows: the 3-stage 32-row tile where two CTAs fit
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32S3);
+  EXPECT_EQ(plan.m_tiles, 1);
+}
+
 TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
   fv::Plan plan;
   const fv_problem p = mla_problem(16, 8, 1);
