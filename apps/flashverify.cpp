@@ -282,6 +282,9 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa32/8 d128 n8 p32k b1", uniform(false, 32, 8, 128, 8, 32768, 1));
     add("gqa32/8 d128 n32 p32k b16", uniform(false, 32, 8, 128, 32, 32768, 16));
     add("gqa8/1 d128 n8 p32k b16", uniform(false, 8, 1, 128, 8, 32768, 16));
+    // 64 rows a KV head at small batches: where the planner's two 32-row tiles (batch 1) stop paying
+    for (int b : {2, 4}) add("gqa8/1 d128 n8 p32k b" + std::to_string(b), uniform(false, 8, 1, 128, 8, 32768, b));
+    for (int b : {1, 2}) add("gqa16/2 d128 n8 p32k b" + std::to_string(b), uniform(false, 16, 2, 128, 8, 32768, b));
     add("gqa8/1 d128 n32 p32k b16", uniform(false, 8, 1, 128, 32, 32768, 16));
     add("gqa32/8 d128 n64 p32k b4 chain", uniform(false, 32, 8, 128, 64, 32768, 4, fvt::Tree::Chain));
     add("gqa32/8 d128 n64 p32k b4 tree", uniform(false, 32, 8, 128, 64, 32768, 4, fvt::Tree::Random));
