@@ -87,16 +87,17 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
     case 64: cfg = &kTileConfigs[kGqa64]; break;
     case 128: {
       // a 32-row tile when every request's rows (group x drafts) fit in it, with 3 stages where two such CTAs
-      // fit a multiprocessor and the caller did not ask for the 99 KB configurations. A single request with 33-64
-      // rows and 16-bit pools takes two 32-row tiles (2 stages) instead of one 64-row tile: at batch 1 the call is a
+      // fit a multiprocessor and the caller did not ask for the 99 KB configurations. One request on one KV head
+      // with 33-64 rows and 16-bit pools takes two 32-row tiles (2 stages) instead of one 64-row tile: the call is a
       // chain of latencies, and twice the CTAs of half the work each shorten it although every CTA pair reads the
-      // same keys (the second time from L2). H200 (bench/NOTES.md v16): GQA 8/1 d128 N=8 P=32K b1 22.3 / 22.4 vs
-      // 23.3 / 23.4 us (3 stages: 22.7); not with fp8 pools (25.2 vs 24.4: the 64-row tile widens in shared
-      // memory, the 32-row one in registers) and not at B=16 (145 vs 105 us)
+      // same keys (the second time from L2). H200 (bench/NOTES.md v16): GQA 8/1 d128 N=8 P=32K b1 22.0-22.4 vs
+      // 23.1-23.4 us (3 stages: 22.7). Not where the grid has more row work already: GQA 16/2 b1 30.8 vs 29.5,
+      // 8/1 B=2 30.7 vs 29.6, B=4 47.3 vs 39.1, B=16 145 vs 105; and not with fp8 pools (25.9 vs 24.5: the 64-row
+      // tile widens in shared memory, the 32-row one in registers)
       const int rows = (p.num_q_heads / p.num_kv_heads) * p.max_draft;
       if (rows <= 32)
         cfg = &kTileConfigs[fits_two(kTileConfigs[kGqa128Bm32S3], props, p) ? kGqa128Bm32S3 : kGqa128Bm32];
-      else if (rows <= 64 && p.batch_size == 1 && p.kv_dtype != FV_DTYPE_FP8_E4M3)
+      else if (rows <= 64 && p.batch_size == 1 && p.num_kv_heads == 1 && p.kv_dtype != FV_DTYPE_FP8_E4M3)
         cfg = &kTileConfigs[kGqa128Bm32];
       else
         cfg = &kTileConfigs[kGqa128];

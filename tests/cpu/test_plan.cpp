@@ -154,8 +154,9 @@ TEST(Plan, GqaD256TileChoice) {
 }
 
 TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
-  // a single request with 33-64 rows (group x drafts) and 16-bit pools: two 32-row tiles of 2 stages (bench/NOTES.md
-  // v16); batches, fp8 pools and more rows keep the 64-row tile, 32 rows or fewer the 32-row tiles as before
+  // one request on one KV head with 33-64 rows (group x drafts) and 16-bit pools: two 32-row tiles of 2 stages
+  // (bench/NOTES.md v16); batches, more KV heads, fp8 pools and more rows keep the 64-row tile, 32 rows or fewer the
+  // 32-row tiles as before
   fv::Plan plan;
   fv_problem g = mla_problem(8, 8, 1);  // GQA 8/1 d128, 8 drafts: 64 rows
   g.head_dim_qk = g.head_dim_v = 128;
@@ -175,6 +176,12 @@ TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128);
   g.batch_size = 1;
+  g.num_q_heads = 16;  // GQA 16/2: 64 rows on each of two KV heads
+  g.num_kv_heads = 2;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  g.num_q_heads = 8;
+  g.num_kv_heads = 1;
   g.kv_dtype = FV_DTYPE_FP8_E4M3;
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128);
