@@ -38,7 +38,12 @@ fv_status check_view(const char* fn, const char* name, int64_t stride_row, int64
   if (heads > 1 && stride_head < dim)
     return fail(FV_ERR_BAD_STRIDE, "%s: args->%s_stride_head (%" PRId64 ") is less than the head dim (%d)", fn,
                 name, stride_head, dim);
-  const int64_t row_extent = int64_t(heads - 1) * stride_head + dim;
+  // (an absurd head stride must not wrap the extent around and pass)
+  int64_t row_extent;
+  if (__builtin_mul_overflow(int64_t(heads - 1), stride_head, &row_extent) ||
+      __builtin_add_overflow(row_extent, int64_t(dim), &row_extent))
+    return fail(FV_ERR_BAD_STRIDE, "%s: args->%s_stride_head (%" PRId64 ") x %d heads overflows 64 bits", fn, name,
+                stride_head, heads);
   if (stride_row < row_extent)
     return fail(FV_ERR_BAD_STRIDE, "%s: args->%s row stride (%" PRId64 ") is less than one row's extent (%" PRId64 ")",
                 fn, name, stride_row, row_extent);

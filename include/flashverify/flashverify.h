@@ -12,7 +12,8 @@
  *   2. the request's own draft tokens, whose K/V arrive as contiguous tensors, under the tree's
  *      ancestor mask: draft i sees draft j iff the mask says so (SGLang: j is i or an ancestor of i).
  *
- * Shapes (T = total draft tokens of the batch = qo_indptr[B] - qo_indptr[0]):
+ * Shapes (T = rows of q / out: at least qo_indptr[B]; rows are indexed absolutely, request b's draft i
+ * being row qo_indptr[b] + i, so with qo_indptr[0] > 0 the first rows are not read or written):
  *   q        [T, Hq, Dqk]            out [T, Hq, Dv]          lse [T, Hq] (optional, natural log)
  *   k_draft  [T, Hkv, Dqk]           v_draft [T, Hkv, Dv]
  *   k_pool   [num_slots, Hkv, Dqk]   v_pool  [num_slots, Hkv, Dv]   (MLA: v_pool may alias k_pool;
@@ -53,10 +54,10 @@ extern "C" {
 typedef enum fv_status {
   FV_OK = 0,
   FV_ERR_NULL_POINTER = 1,         /* a required pointer is NULL */
-  FV_ERR_INVALID_VALUE = 2,        /* an enum or scalar outside its range (unknown dtype code, NaN scale) */
+  FV_ERR_INVALID_VALUE = 2,        /* an enum or scalar outside its range (unknown mask kind, NaN scale) */
   FV_ERR_HEAD_COUNT = 3,           /* num_q_heads is not a positive multiple of num_kv_heads */
   FV_ERR_UNSUPPORTED_HEAD_DIM = 4, /* (head_dim_qk, head_dim_v) not in the supported list */
-  FV_ERR_UNSUPPORTED_DTYPE = 5,    /* dtype not supported by the chosen device / implementation */
+  FV_ERR_UNSUPPORTED_DTYPE = 5,    /* unknown dtype code, or one the chosen device / implementation lacks */
   FV_ERR_BAD_LENGTH = 6,           /* a negative length or count (batch_size, an indptr entry, ...) */
   FV_ERR_INCONSISTENT_LENGTHS = 7, /* indptr arrays not monotone, N_b > max_draft, ... */
   FV_ERR_MASK_INDPTR = 8,          /* mask_indptr disagrees with N_b * (P_b + N_b) */
@@ -121,8 +122,9 @@ enum {
   /* Index checking: before any kernel follows them, check on the device that every length, slot index,
      page id and parent is in range (slots and pages against num_slots) and that the indptr arrays are
      monotone; a bad one is returned as an error status (FV_ERR_BAD_INDEX, FV_ERR_INCONSISTENT_LENGTHS,
-     FV_ERR_MASK_INDPTR, FV_ERR_BAD_MASK, ...) naming the request, position and value, and nothing is read
-     out of bounds. Costs one small kernel and one host synchronisation per call, so it cannot be captured
+     FV_ERR_MASK_INDPTR, FV_ERR_BAD_MASK, ...) naming the request, position and value, and no pool row or
+     page outside num_slots is read. (The index arrays' own lengths are not passed: kv_indices, custom_mask,
+     mask_bits and the page table must hold the entries that the indptr arrays and batch_size point to.) Costs one small kernel and one host synchronisation per call, so it cannot be captured
      in a CUDA graph (FV_ERR_UNSUPPORTED under capture). The environment variable FLASHVERIFY_CHECK=1
      (read once, at the first fv_run) turns it on for every call. */
   FV_FLAG_CHECK_INDICES = 1

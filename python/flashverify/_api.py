@@ -15,7 +15,7 @@ SUPPORTED_HEAD_DIMS = ((576, 512), (64, 64), (128, 128), (256, 256))
 # a minimal view of numpy arrays and torch tensors: pointer, dtype name, shape, element strides, device
 
 class _T:
-    __slots__ = ("name", "obj", "ptr", "dtype", "shape", "strides", "device", "is_torch")
+    __slots__ = ("name", "obj", "ptr", "dtype", "shape", "strides", "device", "dev_index", "is_torch")
 
     def __init__(self, name: str, obj: Any):
         self.name, self.obj = name, obj
@@ -27,6 +27,7 @@ class _T:
             self.shape = tuple(obj.shape)
             self.strides = tuple(obj.stride())
             self.device = "cuda" if obj.is_cuda else str(obj.device)
+            self.dev_index = obj.device.index if obj.is_cuda else None
         elif mod.startswith("numpy"):
             self.is_torch = False
             self.ptr = obj.ctypes.data
@@ -34,6 +35,7 @@ class _T:
             self.shape = tuple(obj.shape)
             self.strides = tuple(s // obj.itemsize for s in obj.strides)
             self.device = "cpu"
+            self.dev_index = None
         else:
             raise TypeError(f"{name}: expected a numpy array or a torch tensor, got {type(obj).__name__}")
 
@@ -50,6 +52,17 @@ def _require_rank(t: _T, rank: int, what: str) -> None:
 def _require_last_contiguous(t: _T) -> None:
     if t.shape and t.shape[-1] > 1 and t.strides[-1] != 1:
         raise ValueError(f"{t.name}: the last dimension must be contiguous (stride 1), got strides {list(t.strides)}")
+
+
+def _require_contiguous_1d(t: _T) -> None:
+    """The library reads flat arrays (masks, parents, sinks) as contiguous: a strided view would be read wrongly."""
+    if t.shape and t.shape[0] > 1 and t.strides[0] != 1:
+        raise ValueError(f"{t.name}: must be contiguous, got stride {t.strides[0]}")
+
+
+def _host_int(t: _T, i: int) -> int:
+    """Entry i of a host (numpy or CPU torch) index array."""
+    return int(t.obj[i])
 
 
 _FLOAT_CODES = {"bfloat16": _lib.DTYPE_BF16, "float16": _lib.DTYPE_FP16, "float32": _lib.DTYPE_FP32}
@@ -91,6 +104,10 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     for t in T.values():
         if t is not None and t.device != device:
             raise TypeError(f"{t.name}: is on {t.device}, expected {device}")
+    gpus = sorted({t.dev_index for t in T.values() if t is not None and t.dev_index is not None})
+    if len(gpus) > 1:
+        on = ", ".join(f"{t.name}: cuda:{t.dev_index}" for t in T.values() if t is not None and t.dev_index is not None)
+        raise TypeError(f"tensors are on different GPUs ({on}); every tensor of a call must be on q's GPU")
 
     q_, kd, vd, kp, vp, o = (T[n] for n in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "out"))
     _require_rank(q_, 3, "[tokens, q_heads, head_dim_qk]")
@@ -140,8 +157,9 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     batch = T["qo_indptr"].shape[0] - 1 if len(T["qo_indptr"].shape) == 1 else -1
     if batch < 0:
         raise ValueError(f"qo_indptr: expected [batch + 1], got shape {list(T['qo_indptr'].shape)}")
-    if T["kv_indptr"].shape[0] < batch + 1:
-        raise ValueError(f"kv_indptr: has {T['kv_indptr'].shape[0]} entries, batch {batch} needs {batch + 1}")
+    for name in ("kv_indptr", "mask_indptr"):
+        if T[name] is not None and (len(T[name].shape) != 1 or T[name].shape[0] < batch + 1):
+            raise ValueError(f"{name}: has shape {list(T[name].shape)}, batch {batch} needs [{batch + 1}]")
 
     mask_given = [n for n in ("custom_mask", "mask_bits", "parents") if T[n] is not None]
     if len(mask_given) + bool(causal) != 1:
@@ -173,8 +191,8 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     a.kv_indptr = _index(T["kv_indptr"], device)
     if T["page_table"] is not None:
         pt = T["page_table"]
-        if pt.dtype != "int32" or len(pt.shape) != 2 or pt.strides[1] != 1:
-            raise ValueError(f"page_table: expected a row-major int32 [batch, pages], got {pt.dtype} "
+        if pt.dtype != "int32" or len(pt.shape) != 2 or pt.strides[1] != 1 or pt.shape[0] < batch:
+            raise ValueError(f"page_table: expected a row-major int32 [{batch} (batch), pages], got {pt.dtype} "
                              f"{list(pt.shape)} strides {list(pt.strides)}")
         p.kv_addressing = _lib.KV_PAGE_TABLE
         p.page_size = int(page_size)
@@ -187,6 +205,7 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
         cm = T["custom_mask"]
         if cm.dtype not in ("uint8", "bool") or len(cm.shape) != 1:
             raise TypeError(f"custom_mask: expected a flat uint8 or bool array, got {cm.dtype} {list(cm.shape)}")
+        _require_contiguous_1d(cm)
         if T["mask_indptr"] is None:
             raise ValueError("custom_mask needs mask_indptr")
         p.mask_kind = _lib.MASK_BYTES
@@ -194,14 +213,19 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
         a.mask_indptr = _index(T["mask_indptr"], device)
     elif T["mask_bits"] is not None:
         mb = T["mask_bits"]
+        words = (int(max_draft) + 31) // 32
         if mb.dtype not in ("int32", "uint32") or len(mb.shape) != 2 or mb.strides[1] != 1:
             raise TypeError(f"mask_bits: expected int32/uint32 [tokens, words], got {mb.dtype} {list(mb.shape)}")
+        if mb.shape[0] < tokens or mb.shape[1] < words:
+            raise ValueError(f"mask_bits: expected at least [{tokens}, {words}] (q's rows, max_draft {max_draft} bits), "
+                             f"got {list(mb.shape)}")
         p.mask_kind = _lib.MASK_BITS
         a.mask_bits, a.mask_bits_stride = mb.ptr, mb.strides[0]
     elif T["parents"] is not None:
         pa = T["parents"]
         if pa.dtype != "int32" or pa.shape != (tokens,):
             raise TypeError(f"parents: expected int32 [{tokens}], got {pa.dtype} {list(pa.shape)}")
+        _require_contiguous_1d(pa)
         p.mask_kind = _lib.MASK_PARENTS
         a.parents = pa.ptr
     else:
@@ -212,6 +236,7 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
         sk = T["sinks"]
         if sk.dtype != "float32" or sk.shape != (hq,):
             raise TypeError(f"sinks: expected float32 [{hq}] (one per q head), got {sk.dtype} {list(sk.shape)}")
+        _require_contiguous_1d(sk)
         a.sinks = sk.ptr
     if T["window_kv_offsets"] is not None:
         wo = T["window_kv_offsets"]
@@ -227,6 +252,18 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     a.v_scale = float(v_scale) if v_scale is not None else 1.0
     if check_indices:
         p.flags |= _lib.FLAG_CHECK_INDICES
+    if device == "cpu":
+        # host arrays: the ends of the indptr arrays must lie inside the arrays they index (the C ABI is not told
+        # those lengths; on CUDA the lengths live on the device and are the caller's to keep in range)
+        ends = [("qo_indptr", "q's rows", tokens)]
+        if T["page_table"] is None:
+            ends.append(("kv_indptr", "kv_indices' entries", T["kv_indices"].shape[0]))
+        if T["custom_mask"] is not None:
+            ends.append(("mask_indptr", "custom_mask's entries", T["custom_mask"].shape[0]))
+        for name, what, n in ends:
+            end = _host_int(T[name], batch)
+            if end > n:
+                raise ValueError(f"{name}[{batch}] = {end} is past the {n} of {what}")
     return a, list(T.values())
 
 
@@ -274,9 +311,17 @@ class Workspace:
     @staticmethod
     def required_bytes(*, batch_size: int, max_draft: int, num_q_heads: int, num_kv_heads: int,
                        head_dim_qk: int, head_dim_v: int, dtype="bfloat16", mask: str = "bytes",
-                       impl: str = "fast", num_kv_splits: int = 0, profile: str = "auto", device=None) -> int:
+                       impl: str = "fast", num_kv_splits: int = 0, profile: str = "auto", device=None,
+                       kv_dtype=None) -> int:
         """fv_workspace_size for these shapes on `device` (default: the current CUDA device). The size
-        grows with batch_size, so the largest batch covers all smaller ones."""
+        grows with batch_size, so the largest batch covers all smaller ones. `kv_dtype`: "fp8" for an fp8 e4m3
+        cache, `dtype`'s for a 16-bit one, None (default): enough for either (the planner may pick another tile
+        for an fp8 cache, and with it another workspace size)."""
+        if kv_dtype is None:
+            return max(Workspace.required_bytes(
+                batch_size=batch_size, max_draft=max_draft, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
+                head_dim_qk=head_dim_qk, head_dim_v=head_dim_v, dtype=dtype, mask=mask, impl=impl,
+                num_kv_splits=num_kv_splits, profile=profile, device=device, kv_dtype=k) for k in ("same", "fp8"))
         import torch
 
         p = _lib.FvProblem()
@@ -290,6 +335,8 @@ class Workspace:
                        "causal": _lib.MASK_CAUSAL}[mask]
         p.num_kv_splits = num_kv_splits
         p.profile = {"auto": 0, "small_smem": 1, "large_smem": 2}[profile]
+        kv = str(kv_dtype).replace("torch.", "")
+        p.kv_dtype = _lib.DTYPE_FP8_E4M3 if kv in ("fp8", *_FP8_NAMES) else 0
         with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
             return _lib.workspace_size(p)
 
@@ -368,6 +415,8 @@ def run_on_tensors(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv
                          sinks=sinks, window_kv_offsets=window_kv_offsets, logit_cap=logit_cap,
                          sliding_window=sliding_window, xai_temperature_len=xai_temperature_len,
                          k_scale=k_scale, v_scale=v_scale, check_indices=check_indices)
+    if workspace is not None and workspace.device != q.device:
+        raise TypeError(f"workspace: is on {workspace.device}, the call runs on {q.device}")
     ws_ptr, ws_bytes = (workspace.data_ptr(), workspace.numel()) if workspace is not None else (0, 0)
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream

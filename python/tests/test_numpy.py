@@ -249,6 +249,83 @@ def test_validation_names_the_argument():
         flashverify.reference(**common, custom_mask=mask, mask_indptr=mask_indptr, sm_scale=0.1)
 
 
+def test_arrays_too_short_or_strided_are_rejected_before_the_library_reads_them():
+    """What the C ABI cannot see (array lengths, strides of flat arrays) is checked here: an indptr end past its
+    array, index arrays shorter than the batch, strided masks / parents / sinks (read as contiguous, they would
+    give silently wrong attention)."""
+    rng = np.random.default_rng(6)
+    pb = make_problem(rng)
+    common = {k: pb[k] for k in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "qo_indptr", "kv_indptr", "kv_indices")}
+    T, B = pb["q"].shape[0], len(pb["drafts"])
+    qo = pb["qo_indptr"].copy()
+    qo[-1] = T + 2  # rows past q and out
+    with pytest.raises(ValueError, match=rf"qo_indptr\[{B}\] = {T + 2} is past the {T} of q's rows"):
+        flashverify.reference(**{**common, "qo_indptr": qo}, causal=True, sm_scale=0.1)
+    with pytest.raises(ValueError, match=r"kv_indptr\[.*is past the .* of kv_indices' entries"):
+        flashverify.reference(**{**common, "kv_indices": pb["kv_indices"][:-1]}, causal=True, sm_scale=0.1)
+    mask, mask_indptr, bits = masks_for(pb)
+    with pytest.raises(ValueError, match=r"mask_indptr\[.*is past the .* of custom_mask's entries"):
+        flashverify.reference(**common, custom_mask=mask[:-1], mask_indptr=mask_indptr, sm_scale=0.1)
+    with pytest.raises(ValueError, match="mask_indptr: has shape"):
+        flashverify.reference(**common, custom_mask=mask, mask_indptr=mask_indptr[:-1], sm_scale=0.1)
+    with pytest.raises(ValueError, match="mask_bits: expected at least"):
+        flashverify.reference(**common, mask_bits=bits[:-1], sm_scale=0.1)
+    table = np.zeros((B, 64), np.int32)
+    with pytest.raises(ValueError, match="page_table: expected a row-major int32"):
+        flashverify.reference(**{**common, "kv_indices": None}, page_table=table[:-1], page_size=1, causal=True,
+                              sm_scale=0.1)
+    # strided flat arrays: the same values as a contiguous array, through a view with stride 2
+    inter = np.repeat(pb["parents"], 2)
+    with pytest.raises(ValueError, match="parents: must be contiguous, got stride 2"):
+        flashverify.reference(**common, parents=inter[0::2], sm_scale=0.1)
+    with pytest.raises(ValueError, match="custom_mask: must be contiguous, got stride 2"):
+        flashverify.reference(**common, custom_mask=np.repeat(mask, 2)[0::2], mask_indptr=mask_indptr, sm_scale=0.1)
+    hq = pb["q"].shape[1]
+    sinks = np.repeat(np.linspace(-1, 1, hq).astype(np.float32), 2)
+    with pytest.raises(ValueError, match="sinks: must be contiguous, got stride 2"):
+        flashverify.reference(**common, causal=True, sinks=sinks[0::2], sm_scale=0.1)
+    # and the contiguous arrays of the same values still run
+    out, _ = flashverify.reference(**common, parents=np.ascontiguousarray(inter[0::2]), sm_scale=0.1)
+    assert np.isfinite(out).all()
+
+
+def test_tensors_on_different_gpus_are_rejected():
+    """Every CUDA tensor of a call must be on q's GPU (torch stand-ins: no torch or GPU needed)."""
+    from flashverify import _api
+
+    class Dev:
+        def __init__(self, index):
+            self.type, self.index = "cuda", index
+
+        def __str__(self):
+            return f"cuda:{self.index}"
+
+    def fake(shape, dtype, index):
+        cls = type("Tensor", (), {"__module__": "torch"})
+        t = cls()
+        t.shape, t.is_cuda, t.device = tuple(shape), True, Dev(index)
+        t.dtype = f"torch.{dtype}"
+        strides, acc = [], 1
+        for n in reversed(shape):
+            strides.insert(0, acc)
+            acc *= n
+        t.stride = lambda: tuple(strides)
+        t.data_ptr = lambda: 1 << 20
+        return t
+
+    T, hq, hkv, d = 4, 4, 2, 64
+    kw = dict(q=fake((T, hq, d), "bfloat16", 0), k_draft=fake((T, hkv, d), "bfloat16", 0),
+              v_draft=fake((T, hkv, d), "bfloat16", 0), k_pool=fake((16, hkv, d), "bfloat16", 1),
+              v_pool=fake((16, hkv, d), "bfloat16", 1), out=fake((T, hq, d), "bfloat16", 0), lse=None,
+              qo_indptr=fake((2,), "int32", 0), kv_indptr=fake((2,), "int32", 0), kv_indices=fake((8,), "int32", 0),
+              custom_mask=None, mask_indptr=None, mask_bits=None, parents=None, causal=True, page_table=None,
+              page_size=1, sm_scale=0.1, max_draft=T, impl=0, num_kv_splits=0, profile=0)
+    with pytest.raises(TypeError, match="different GPUs .*k_pool: cuda:1"):
+        _api.build_args(device="cuda", **kw)
+    kw["k_pool"], kw["v_pool"] = fake((16, hkv, d), "bfloat16", 0), fake((16, hkv, d), "bfloat16", 0)
+    _api.build_args(device="cuda", **kw)  # all on cuda:0: accepted
+
+
 def test_build_info_and_version():
     assert flashverify.version() == tuple(int(x) for x in flashverify.__version__.split("."))
     assert f"flashverify {flashverify.__version__}" in flashverify.build_info()

@@ -217,6 +217,12 @@ TEST_F(AbiFixture, BadStrides) {
   a.out_stride_token = 64;  // 4 heads of 64 need 256
   EXPECT_REJECTED(run(), FV_ERR_BAD_STRIDE, "out row stride (64)", "(256)");
   a = good;
+  a.q_stride_head = int64_t(3.5e18);  // 3 x that wraps 64 bits: must be rejected, not wrapped into a "fit"
+  EXPECT_REJECTED(run(), FV_ERR_BAD_STRIDE, "q_stride_head", "overflows");
+  a = good;
+  a.q_stride_head = int64_t(1) << 62;
+  EXPECT_REJECTED(run(), FV_ERR_BAD_STRIDE, "q_stride_head", "overflows");
+  a = good;
   a.problem.mask_kind = FV_MASK_BITS;
   a.mask_bits_stride = 0;
   EXPECT_REJECTED(run(), FV_ERR_BAD_STRIDE, "mask_bits_stride (0)");

@@ -89,7 +89,7 @@ class FlashVerifyBackend(TritonAttnBackend):
             k_buf = self.token_to_kv_pool.get_key_buffer(self._first_full_layer())
             v_buf = self.token_to_kv_pool.get_value_buffer(self._first_full_layer())
             dims = (k_buf.shape[-1], v_buf.shape[-1])
-            # the workspace does not depend on the element types: an fp8 cache is sized as bf16
+            # an fp8 cache is sized with the bf16 model dtype (required_bytes covers fp8 and 16-bit caches)
             ws_dtype = torch.bfloat16 if k_buf.dtype in _FP8_KV else k_buf.dtype
             if dims in SUPPORTED_HEAD_DIMS and ws_dtype in (torch.bfloat16, torch.float16):
                 need = Workspace.required_bytes(
