@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <new>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,20 +51,52 @@ struct Options {
   std::string report;          // soak
 };
 
+// A whole-string integer in [lo, hi] (atoi took "abc" as 0 and "-3" as a count: bench --iters 0 crashed on an
+// empty median)
+bool parse_int(const char* opt, const char* v, long long lo, long long hi, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi) {
+    std::fprintf(stderr, "%s: expected an integer from %lld to %lld, got \"%s\"\n", opt, lo, hi, v);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
 bool parse(int argc, char** argv, int first, Options* o) {
   for (int i = first; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "--cases") { const char* v = next(); if (!v) return false; o->cases = std::atoi(v); }
-    else if (a == "--seed") { const char* v = next(); if (!v) return false; o->seed = std::strtoull(v, nullptr, 10); }
-    else if (a == "--suite") { const char* v = next(); if (!v) return false; o->suite = v; }
-    else if (a == "--iters") { const char* v = next(); if (!v) return false; o->iters = std::atoi(v); }
+    auto next = [&]() -> const char* {
+      if (i + 1 < argc) return argv[++i];
+      std::fprintf(stderr, "%s needs a value\n", a.c_str());
+      return nullptr;
+    };
+    // an integer option's value into *dst (false: missing or malformed, reported)
+    auto int_opt = [&](long long lo, long long hi, long long* dst) {
+      const char* v = next();
+      return v != nullptr && parse_int(a.c_str(), v, lo, hi, dst);
+    };
+    long long x = 0;
+    if (a == "--cases") { if (!int_opt(1, 1000000, &x)) return false; o->cases = static_cast<int>(x); }
+    else if (a == "--seed") { if (!int_opt(0, INT64_MAX, &x)) return false; o->seed = static_cast<uint64_t>(x); }
+    else if (a == "--iters") { if (!int_opt(1, 100000, &x)) return false; o->iters = static_cast<int>(x); }
+    else if (a == "--seconds") { if (!int_opt(1, 7 * 86400, &x)) return false; o->seconds = static_cast<double>(x); }
+    else if (a == "--suite") {
+      const char* v = next();
+      if (!v) return false;
+      o->suite = v;
+      if (o->suite != "headline" && o->suite != "full" && o->suite != "psweep") {
+        std::fprintf(stderr, "--suite: expected headline, full or psweep, got \"%s\"\n", v);
+        return false;
+      }
+    }
     else if (a == "--csv") { const char* v = next(); if (!v) return false; o->csv = v; }
     else if (a == "--only") { const char* v = next(); if (!v) return false; o->only = v; }
     else if (a == "--graph") o->graph = true;
     else if (a == "--no-naive") o->naive = false;
     else if (a == "--check-indices") o->check_indices = true;
-    else if (a == "--seconds") { const char* v = next(); if (!v) return false; o->seconds = std::atof(v); }
     else if (a == "--report") { const char* v = next(); if (!v) return false; o->report = v; }
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
