@@ -148,6 +148,14 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   plan->impl = impl;
   if (impl == FV_IMPL_ORACLE || impl == FV_IMPL_NAIVE) return FV_OK;  // no workspace
 
+  // every size below is a product of these: keep them far from int64's range (a wrapped product once passed the
+  // combine-grid guard and gave a wrapped workspace size)
+  const double out_elems = double(p.batch_size) * p.max_draft * p.num_q_heads * std::max(p.head_dim_qk, p.head_dim_v);
+  if (out_elems > 0x1p52)
+    return fail(FV_ERR_UNSUPPORTED,
+                "batch_size %d x max_draft %d x num_q_heads %d x head dim %d is more than the fast kernel handles (2^52 "
+                "elements)", p.batch_size, p.max_draft, p.num_q_heads, std::max(p.head_dim_qk, p.head_dim_v));
+
   fv_status st;
   const TileConfig* cfg = choose_config(p, props, &st);
   if (!cfg) return st;
@@ -161,6 +169,10 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // so split requests use at most 2 * (parts - 1) slots, and never more than B + parts - 1.
   const int64_t parts = plan->num_parts;
   plan->max_slots = parts > 1 ? std::min<int64_t>(2 * (parts - 1), int64_t(p.batch_size) + parts - 1) : 0;
+  if (double(plan->max_slots) * p.max_draft * p.num_q_heads * p.head_dim_v * sizeof(float) > 0x1p60)
+    return fail(FV_ERR_UNSUPPORTED, "the partial states of %lld splits x max_draft %d x num_q_heads %d x head_dim_v %d "
+                "need more than 2^60 bytes of workspace", static_cast<long long>(plan->max_slots), p.max_draft,
+                p.num_q_heads, p.head_dim_v);
   // Small batches skip the prepare kernel (one launch less: ~3-4 us at batch 1); FLASHVERIFY_INLINE_PLAN=0
   // turns that off (benchmark A/B).
   static const bool inline_allowed = env_on_unless_0("FLASHVERIFY_INLINE_PLAN");

@@ -232,21 +232,21 @@ fv_status validate_args(const fv_args& a, const char* fn) {
 fv_status validate_device_data(const fv_args& a, const char* fn) {
   const fv_problem& p = a.problem;
   const int B = p.batch_size;
-  for (int b = 0; b <= B; ++b) {
+  for (int64_t b = 0; b <= B; ++b) {  // (int64: b reaches B + 1, which overflows int at B = INT32_MAX)
     const int64_t qo = index_at(a.qo_indptr, b), kv = index_at(a.kv_indptr, b);
-    if (qo < 0) return fail(FV_ERR_BAD_LENGTH, "%s: qo_indptr[%d] (%" PRId64 ") is negative", fn, b, qo);
-    if (kv < 0) return fail(FV_ERR_BAD_LENGTH, "%s: kv_indptr[%d] (%" PRId64 ") is negative", fn, b, kv);
+    if (qo < 0) return fail(FV_ERR_BAD_LENGTH, "%s: qo_indptr[%" PRId64 "] (%" PRId64 ") is negative", fn, b, qo);
+    if (kv < 0) return fail(FV_ERR_BAD_LENGTH, "%s: kv_indptr[%" PRId64 "] (%" PRId64 ") is negative", fn, b, kv);
     if (b == 0) continue;
     const int64_t n = qo - index_at(a.qo_indptr, b - 1), plen = kv - index_at(a.kv_indptr, b - 1);
     if (n < 0)
-      return fail(FV_ERR_INCONSISTENT_LENGTHS, "%s: qo_indptr decreases at request %d (%" PRId64 " -> %" PRId64 ")", fn,
-                  b - 1, index_at(a.qo_indptr, b - 1), qo);
+      return fail(FV_ERR_INCONSISTENT_LENGTHS, "%s: qo_indptr decreases at request %" PRId64 " (%" PRId64 " -> %" PRId64
+                  ")", fn, b - 1, index_at(a.qo_indptr, b - 1), qo);
     if (n > p.max_draft)
-      return fail(FV_ERR_INCONSISTENT_LENGTHS, "%s: request %d has %" PRId64 " draft tokens, more than max_draft (%d)",
-                  fn, b - 1, n, p.max_draft);
+      return fail(FV_ERR_INCONSISTENT_LENGTHS, "%s: request %" PRId64 " has %" PRId64
+                  " draft tokens, more than max_draft (%d)", fn, b - 1, n, p.max_draft);
     if (plen < 0)
-      return fail(FV_ERR_INCONSISTENT_LENGTHS, "%s: kv_indptr decreases at request %d (%" PRId64 " -> %" PRId64 ")", fn,
-                  b - 1, index_at(a.kv_indptr, b - 1), kv);
+      return fail(FV_ERR_INCONSISTENT_LENGTHS, "%s: kv_indptr decreases at request %" PRId64 " (%" PRId64 " -> %" PRId64
+                  ")", fn, b - 1, index_at(a.kv_indptr, b - 1), kv);
   }
   if (a.sinks != nullptr)
     for (int h = 0; h < p.num_q_heads; ++h)
@@ -256,10 +256,12 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
   for (int b = 0; b < B; ++b) {
     const int64_t qo0 = index_at(a.qo_indptr, b), n = index_at(a.qo_indptr, b + 1) - qo0;
     const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;
-    if (p.kv_addressing == FV_KV_PAGE_TABLE && (plen + p.page_size - 1) / p.page_size > a.page_table_stride)
+    // pages a prefix needs, ceil(plen / page_size), without the overflow of plen + page_size - 1 near INT64_MAX
+    const int64_t pages = plen / p.page_size + (plen % p.page_size != 0);
+    if (p.kv_addressing == FV_KV_PAGE_TABLE && pages > a.page_table_stride)
       return fail(FV_ERR_BAD_INDEX, "%s: request %d's prefix (%" PRId64 " tokens) needs %" PRId64
                   " pages of %d, more than a page_table row holds (page_table_stride %" PRId64 ")", fn, b, plen,
-                  (plen + p.page_size - 1) / p.page_size, p.page_size, a.page_table_stride);
+                  pages, p.page_size, a.page_table_stride);
     for (int64_t t = 0; t < plen; ++t) {
       int64_t slot;
       if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {

@@ -190,6 +190,14 @@ TEST_F(AbiFixture, PageTableRowTooShort) {
   EXPECT_EQ(fv_run(&b, nullptr, 0, nullptr), FV_OK) << fv_last_error();
   b.page_table_stride = 2;  // request 1 needs 3 pages
   EXPECT_REJECTED(fv_run(&b, nullptr, 0, nullptr), FV_ERR_BAD_INDEX, "request 1", "3 pages", "page_table_stride 2");
+  // a prefix length near INT64_MAX: its page count must not overflow into a negative that passes the check (and
+  // then reads the table past its end)
+  const int64_t huge = INT64_MAX;
+  std::vector<int64_t> kv_indptr = {0, huge, huge};
+  b.page_table_stride = paged.page_table_stride;
+  b.kv_indptr = fv_index{kv_indptr.data(), FV_INDEX_INT64};
+  b.problem.page_size = 2;
+  EXPECT_REJECTED(fv_run(&b, nullptr, 0, nullptr), FV_ERR_BAD_INDEX, "request 0", "4611686018427387904 pages");
 }
 
 TEST_F(AbiFixture, BadParents) {

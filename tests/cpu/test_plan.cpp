@@ -153,6 +153,20 @@ TEST(Plan, GqaD256TileChoice) {
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
 }
 
+TEST(Plan, HugeShapesAreRejectedNotWrapped) {
+  // products of batch, drafts, heads and head dim that would wrap int64 (a wrapped count once passed the combine
+  // grid's guard and gave a wrapped workspace size)
+  fv::Plan plan;
+  fv_problem g = mla_problem(1 << 25, 65536, 1 << 20);
+  g.num_kv_splits = 2049;
+  EXPECT_EQ(fv::make_plan(g, kH200, &plan), FV_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(fv::last_error()).find("more than the fast kernel handles"), std::string::npos) << fv::last_error();
+  g = mla_problem(1 << 26, 4096, 1);  // one request: the partial states of 4096 splits exceed 2^60 bytes instead
+  g.num_kv_splits = 4096;
+  EXPECT_EQ(fv::make_plan(g, kH200, &plan), FV_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(fv::last_error()).find("2^60 bytes"), std::string::npos) << fv::last_error();
+}
+
 TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
   // one request on one KV head with 33-64 rows (group x drafts) and 16-bit pools: two 32-row tiles of 2 stages
   // (bench/NOTES.md v16); batches, more KV heads, fp8 pools and more rows keep the 64-row tile, 32 rows or fewer the
