@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common.h"
+#include "round16.h"
 
 namespace fv {
 namespace {
@@ -43,41 +44,10 @@ double load_elem(const void* base, int dtype, int64_t offset) {
   }
 }
 
-uint16_t to_bf16_bits(double x) {
-  float f = static_cast<float>(x);
-  uint32_t w;
-  std::memcpy(&w, &f, 4);
-  if ((w & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
-  w += 0x7fffu + ((w >> 16) & 1u);                     // round to nearest even
-  return static_cast<uint16_t>(w >> 16);
-}
-
-uint16_t to_fp16_bits(double x) {
-  // round-to-nearest-even via float -> half bit manipulation
-  float f = static_cast<float>(x);
-  uint32_t w;
-  std::memcpy(&w, &f, 4);
-  const uint32_t sign = (w >> 16) & 0x8000u;
-  const uint32_t absw = w & 0x7fffffffu;
-  if (absw > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
-  if (absw >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (absw < 0x38800000u) {                                               // subnormal or zero
-    const double a = std::fabs(static_cast<double>(f));
-    const double q = std::nearbyint(a * 16777216.0);                      // units of 2^-24
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(q));
-  }
-  uint32_t mant = absw & 0x7fffffu;
-  uint32_t exp = (absw >> 23) - 127 + 15;
-  uint32_t h = (exp << 10) | (mant >> 13);
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
 void store_elem(void* base, int dtype, int64_t offset, double v) {
   switch (dtype) {
-    case FV_DTYPE_BF16: static_cast<uint16_t*>(base)[offset] = to_bf16_bits(v); break;
-    case FV_DTYPE_FP16: static_cast<uint16_t*>(base)[offset] = to_fp16_bits(v); break;
+    case FV_DTYPE_BF16: static_cast<uint16_t*>(base)[offset] = round_to_bf16(v); break;
+    case FV_DTYPE_FP16: static_cast<uint16_t*>(base)[offset] = round_to_fp16(v); break;
     case FV_DTYPE_FP32: static_cast<float*>(base)[offset] = static_cast<float>(v); break;
     default: static_cast<double*>(base)[offset] = v; break;
   }
@@ -176,6 +146,10 @@ fv_status run_reference(const fv_args& a) {
         scores[k] = s * xai;
         if (scores[k] > max_score) max_score = scores[k];
       }
+      // a sink is one more term of the denominator, with no value; it joins the maximum too, so that a sink far above
+      // every score (by more than ~709) gives lse = the sink and out ~ 0 instead of an infinite denominator
+      const bool sink = a.sinks != nullptr && !keys.empty();
+      if (sink) max_score = std::max(max_score, static_cast<double>(a.sinks[h]));
       std::fill(acc.begin(), acc.end(), 0.0);
       double denom = 0;
       for (size_t k = 0; k < keys.size(); ++k) {
@@ -187,8 +161,7 @@ fv_status run_reference(const fv_args& a) {
         const int et = keys[k] >= 0 ? kdt : dt;
         for (int d = 0; d < dv; ++d) acc[d] += wv * load_elem(vbase, et, off + d);
       }
-      // a sink: one more term of the denominator, with no value
-      if (a.sinks != nullptr && !keys.empty()) denom += std::exp(static_cast<double>(a.sinks[h]) - max_score);
+      if (sink) denom += std::exp(static_cast<double>(a.sinks[h]) - max_score);
       // a row that sees no key at all (possible only with a user mask that hides the token itself
       // and an empty prefix) is defined as zeros with lse = -inf
       const int64_t obase = t * a.out_stride_token + h * a.out_stride_head;

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
+#include "round16.h"
 #include "testkit.h"
 
 namespace {
@@ -161,6 +163,55 @@ TEST(Oracle, SinksJoinTheDenominator) {
   EXPECT_NEAR(h.out[1], 6.0 / 10, 1e-6);  // dim 1: the weights no longer sum to 1
   EXPECT_NEAR(h.lse[0], std::log(10.0), 1e-6);
   EXPECT_NEAR(h.lse[2], std::log(34.0), 1e-6);
+}
+
+// A sink far above every score (by more than exp's float64 range, ~709) joins the maximum: lse is the sink and the
+// output ~0, not an infinite denominator (lse = +inf, out = 0 before)
+TEST(Oracle, SinkFarAboveTheScores) {
+  HandTree h;
+  fv_args a = h.args(FV_MASK_PARENTS, FV_KV_TOKEN_SLOTS);
+  const float sinks[1] = {800.f};
+  a.sinks = sinks;
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  for (int i = 0; i < HandTree::N; ++i) {
+    EXPECT_FLOAT_EQ(h.lse[i], 800.f) << i;
+    EXPECT_TRUE(std::isfinite(h.out[i * HandTree::D]) && std::fabs(h.out[i * HandTree::D]) < 1e-300) << i;
+  }
+}
+
+// The oracle's 16-bit outputs are the float64 result rounded once (round16.h): a value just above a 16-bit midpoint
+// by less than half a float ulp rounds up; through float it would land on the midpoint and round down to even
+TEST(Oracle, SixteenBitOutputsAreRoundedOnce) {
+  // bf16: 1 and 1 + 2^-7 are neighbours, 1 + 2^-8 their midpoint; fp16: 1, 1 + 2^-10, midpoint 1 + 2^-11
+  EXPECT_EQ(fv::bf16_bits_via_float(1.0 + 0x1p-8 + 0x1p-40), 0x3f80);  // the double rounding the oracle avoids
+  EXPECT_EQ(fv::round_to_bf16(1.0 + 0x1p-8 + 0x1p-40), 0x3f81);
+  EXPECT_EQ(fv::round_to_bf16(1.0 + 0x1p-8), 0x3f80);                // an exact tie: to even
+  EXPECT_EQ(fv::round_to_bf16(1.0 + 0x1p-7 + 0x1p-8), 0x3f82);       // the next tie: to even, upwards
+  EXPECT_EQ(fv::round_to_bf16(-(1.0 + 0x1p-8 + 0x1p-40)), 0xbf81);
+  EXPECT_EQ(fv::round_to_fp16(1.0 + 0x1p-11 + 0x1p-40), 0x3c01);
+  EXPECT_EQ(fv::round_to_fp16(1.0 + 0x1p-11), 0x3c00);
+  EXPECT_EQ(fv::round_to_fp16(65504.0), 0x7bff);                     // the largest fp16
+  EXPECT_EQ(fv::round_to_fp16(65519.99), 0x7bff);                    // below the overflow threshold 65520
+  EXPECT_EQ(fv::round_to_fp16(65520.0), 0x7c00);                     // at it: inf
+  EXPECT_EQ(fv::round_to_bf16(0x1p128 * (1 - 0x1p-9) * 0.99999), 0x7f7f);
+  EXPECT_EQ(fv::round_to_fp16(0.0), 0x0000);
+  EXPECT_EQ(fv::round_to_fp16(0x1p-25 + 0x1p-40), 0x0001);           // above half the smallest subnormal
+  // and against a brute-force nearest over random doubles near 1 and across exponents
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(-8.0, 8.0);
+  for (int t = 0; t < 200000; ++t) {
+    const double x = std::ldexp(1.0 + u(rng) / 16, static_cast<int>(rng() % 40) - 20);
+    for (bool bf16 : {true, false}) {
+      if (!bf16 && std::fabs(x) >= 65520.0) continue;  // fp16 overflows to inf there (checked above)
+      const uint16_t got = bf16 ? fv::round_to_bf16(x) : fv::round_to_fp16(x);
+      const double d = std::fabs(fv::value16(got, bf16) - x);
+      for (int step : {-1, 1}) {
+        const uint16_t n = static_cast<uint16_t>((got & 0x8000u) | ((got & 0x7fffu) + step));
+        if ((got & 0x7fffu) == 0 && step < 0) continue;
+        ASSERT_LE(d, std::fabs(fv::value16(n, bf16) - x)) << x << (bf16 ? " bf16" : " fp16");
+      }
+    }
+  }
 }
 
 TEST(Oracle, KvScalesApplyToThePrefixOnly) {
