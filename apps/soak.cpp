@@ -179,6 +179,16 @@ int cmd_soak(double seconds, uint64_t seed_in, const std::string& report) {
   const std::string why = fvt::gpu_unavailable_reason();
   if (!why.empty()) {
     std::printf("soak SKIPPED: %s\n", why.c_str());
+    // the report says so too: a job that collects it must not find a missing file, or an old one
+    if (!report.empty()) {
+      FILE* f = std::fopen(report.c_str(), "w");
+      if (f == nullptr) {
+        std::fprintf(stderr, "soak: cannot write %s\n", report.c_str());
+        return 1;
+      }
+      std::fprintf(f, "# Soak run\n\nSKIPPED: no GPU (%s). Nothing was checked.\n", why.c_str());
+      std::fclose(f);
+    }
     return 0;
   }
   const uint64_t seed = seed_in ? seed_in : fvt::session_seed();
