@@ -418,6 +418,10 @@ int cmd_bench(const Options& o) {
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
 
   std::FILE* csv = o.csv.empty() ? nullptr : std::fopen(o.csv.c_str(), "w");
+  if (!o.csv.empty() && csv == nullptr) {  // before any case runs: a table asked for must not go missing silently
+    std::fprintf(stderr, "bench: cannot write --csv %s: %s\n", o.csv.c_str(), std::strerror(errno));
+    return 1;
+  }
   if (csv)
     std::fprintf(csv, "case,config,us,graph_us,gb_s,tflop_s,pct_copy,pct_mma,naive_us,speedup_vs_naive,check,check_rel_l2,target,check_indices_us\n");
   struct Row {

@@ -326,12 +326,16 @@ int cmd_soak(double seconds, uint64_t seed_in, const std::string& report) {
   for (Slot& s : slots) cudaGraphExecDestroy(s.exec);
   cudaStreamDestroy(stream);
 
-  const bool pass = calls > 0 && mismatches == 0 && errors == 0 && injected == detected;
+  bool pass = calls > 0 && mismatches == 0 && errors == 0 && injected == detected;
   std::printf("soak: %.0f s, %ld graph-replayed calls checked against the naive kernel, %ld mismatches, %ld errors, "
               "%ld/%ld injected bad indices reported, worst rel L2 %.2e: %s\n",
               secs, calls, mismatches, errors, detected, injected, worst, pass ? "PASS" : "FAIL");
   if (!report.empty()) {
     std::FILE* f = std::fopen(report.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "soak: cannot write --report %s\n", report.c_str());
+      pass = false;
+    }
     if (f) {
       const char* commit = std::getenv("FV_COMMIT");
       std::fprintf(f, "# Soak run\n\n");
