@@ -35,6 +35,14 @@ fv_problem mla_problem(int hq, int n, int b) {
   return p;
 }
 
+// GQA / MHA with Hq q heads over Hkv KV heads of head dim d
+fv_problem gqa_problem(int hq, int hkv, int d, int n, int b) {
+  fv_problem p = mla_problem(hq, n, b);
+  p.num_kv_heads = hkv;
+  p.head_dim_qk = p.head_dim_v = d;
+  return p;
+}
+
 TEST(Plan, ConfigsFitTheirTargets) {
   for (const fv::TileConfig& c : fv::kTileConfigs) {
     SCOPED_TRACE(c.name);
@@ -105,9 +113,7 @@ TEST(Plan, ForcedProfilesAndDevices) {
 
 TEST(Plan, GqaD128TileChoice) {
   fv::Plan plan;
-  fv_problem g = mla_problem(32, 8, 16);  // GQA 32/8 d128, 8 drafts: 4 x 8 = 32 rows
-  g.num_kv_heads = 8;
-  g.head_dim_qk = g.head_dim_v = 128;
+  fv_problem g = gqa_problem(32, 8, 128, 8, 16);  // GQA 32/8 d128, 8 drafts: 4 x 8 = 32 rows
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32S3);  // 3 stages: 109 KB, two CTAs a multiprocessor
   EXPECT_EQ(plan.ctas_per_sm, 2);
@@ -126,9 +132,7 @@ TEST(Plan, GqaD128TileChoice) {
 
 TEST(Plan, GqaD256TileChoice) {
   fv::Plan plan;
-  fv_problem g = mla_problem(8, 8, 16);  // GQA 8/1 d256, 8 drafts
-  g.num_kv_heads = 1;
-  g.head_dim_qk = g.head_dim_v = 256;
+  fv_problem g = gqa_problem(8, 1, 256, 8, 16);  // GQA 8/1 d256, 8 drafts
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);  // 32-key steps: 104 KB, two CTAs a multiprocessor
   EXPECT_EQ(plan.ctas_per_sm, 2);
@@ -145,10 +149,7 @@ TEST(Plan, GqaD256TileChoice) {
   const fv::DeviceProps one_cta{132, 166912, 167936, 10, 0};
   ASSERT_EQ(fv::make_plan(g, one_cta, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa256);
-  fv_problem d128 = g;
-  d128.num_q_heads = 32;
-  d128.num_kv_heads = 8;
-  d128.head_dim_qk = d128.head_dim_v = 128;
+  fv_problem d128 = gqa_problem(32, 8, 128, 8, 16);
   ASSERT_EQ(fv::make_plan(d128, one_cta, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
 }
@@ -172,8 +173,7 @@ TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
   // (bench/NOTES.md v16); batches, more KV heads, fp8 pools and more rows keep the 64-row tile, 32 rows or fewer the
   // 32-row tiles as before
   fv::Plan plan;
-  fv_problem g = mla_problem(8, 8, 1);  // GQA 8/1 d128, 8 drafts: 64 rows
-  g.head_dim_qk = g.head_dim_v = 128;
+  fv_problem g = gqa_problem(8, 1, 128, 8, 1);  // GQA 8/1 d128, 8 drafts: 64 rows
   for (const fv::DeviceProps& dev : {kH200, kSm120, kA100}) {
     ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
     EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
@@ -285,17 +285,14 @@ TEST(Plan, ForcedConfigurationIsTakenForEveryKernelLayout) {
     EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
   }
   const fvt::ScopedEnv other_dims("FLASHVERIFY_CONFIG", "gqa64_bm64_bn64_s4");  // ignored for a d128 problem
-  fv_problem g = mla_problem(32, 8, 16);
-  g.num_kv_heads = 8;
-  g.head_dim_qk = g.head_dim_v = 128;
+  fv_problem g = gqa_problem(32, 8, 128, 8, 16);
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32S3);
 }
 
 TEST(Plan, CombineSlicesNarrowOnlyWhenRowsLeaveMultiprocessorsIdle) {
   fv::Plan plan;
-  fv_problem g = mla_problem(8, 8, 1);  // GQA 8/1 d128, 8 drafts, batch 1: 64 rows x 1 slice of 128 < 132 SMs
-  g.head_dim_qk = g.head_dim_v = 128;
+  fv_problem g = gqa_problem(8, 1, 128, 8, 1);  // GQA 8/1 d128, 8 drafts, batch 1: 64 rows x 1 slice of 128 < 132 SMs
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.combine_cols, 32);
   g.batch_size = 4;  // 256 rows
@@ -316,8 +313,7 @@ TEST(Plan, CombineSlicesNarrowOnlyWhenRowsLeaveMultiprocessorsIdle) {
 
 TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   fv::Plan plan;
-  fv_problem g = mla_problem(8, 8, 1);  // GQA 8/1 d128 batch 1: one request takes every partition
-  g.head_dim_qk = g.head_dim_v = 128;
+  fv_problem g = gqa_problem(8, 1, 128, 8, 1);  // GQA 8/1 d128 batch 1: one request takes every partition
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   ASSERT_GT(plan.num_parts, 128);
   EXPECT_EQ(plan.combine_wpr, 16);
@@ -342,9 +338,7 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   roomy.combine_blocks_per_sm = 4;
   ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), roomy, &plan), FV_OK);
   EXPECT_EQ(plan.combine_wpr, 16);
-  g = mla_problem(32, 8, 16);  // GQA 32/8 batch 16: (33 partitions + 15) / 16 = 3 splits a request
-  g.num_kv_heads = 8;
-  g.head_dim_qk = g.head_dim_v = 128;
+  g = gqa_problem(32, 8, 128, 8, 16);  // GQA 32/8 batch 16: (33 partitions + 15) / 16 = 3 splits a request
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.combine_wpr, 1);
   EXPECT_EQ(plan.combine_blocks, 16 * 8 * 32 / 16);  // 4096 rows of 128 columns, 16 units a block
@@ -387,9 +381,7 @@ TEST(Plan, GridsBeyondTheLaunchLimitsAreRefused) {
   EXPECT_NE(std::string(fv::last_error()).find("combine blocks"), std::string::npos) << fv::last_error();
   g.max_draft = 64;  // the same batch with a tight max_draft fits
   EXPECT_EQ(fv::make_plan(g, kH200, &plan), FV_OK) << fv::last_error();
-  fv_problem h = mla_problem(70000, 8, 1);  // more KV heads than grid.z holds
-  h.num_kv_heads = 70000;
-  h.head_dim_qk = h.head_dim_v = 128;
+  fv_problem h = gqa_problem(70000, 70000, 128, 8, 1);  // more KV heads than grid.z holds
   EXPECT_EQ(fv::make_plan(h, kH200, &plan), FV_ERR_UNSUPPORTED);
 }
 
