@@ -183,7 +183,7 @@ int cmd_soak(double seconds, uint64_t seed_in, const std::string& report) {
     if (!report.empty()) {
       FILE* f = std::fopen(report.c_str(), "w");
       if (f == nullptr) {
-        std::fprintf(stderr, "soak: cannot write %s\n", report.c_str());
+        std::fprintf(stderr, "soak: cannot write --report %s\n", report.c_str());
         return 1;
       }
       std::fprintf(f, "# Soak run\n\nSKIPPED: no GPU (%s). Nothing was checked.\n", why.c_str());

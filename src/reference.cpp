@@ -1,7 +1,6 @@
 // The float64 oracle: dense, simple loops over every (request, draft token, q head), the whole prefix
 // and the visible draft tokens. It shares no code with the kernels; its inputs were validated.
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -13,22 +12,8 @@ namespace {
 
 double load_elem(const void* base, int dtype, int64_t offset) {
   switch (dtype) {
-    case FV_DTYPE_BF16: {
-      uint16_t bits = static_cast<const uint16_t*>(base)[offset];
-      uint32_t w = uint32_t(bits) << 16;
-      float f;
-      std::memcpy(&f, &w, 4);
-      return f;
-    }
-    case FV_DTYPE_FP16: {
-      uint16_t h = static_cast<const uint16_t*>(base)[offset];
-      const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-      double v;
-      if (exp == 0) v = std::ldexp(double(mant), -24);
-      else if (exp == 31) v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-      else v = std::ldexp(double(mant | 0x400), exp - 25);
-      return sign ? -v : v;
-    }
+    case FV_DTYPE_BF16: return decode16(static_cast<const uint16_t*>(base)[offset], true);
+    case FV_DTYPE_FP16: return decode16(static_cast<const uint16_t*>(base)[offset], false);
     case FV_DTYPE_FP32: return static_cast<const float*>(base)[offset];
     case FV_DTYPE_FP8_E4M3: {
       // OCP e4m3: bias 7, no infinities, S.1111.111 is NaN; subnormals m * 2^-9

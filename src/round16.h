@@ -39,23 +39,27 @@ inline uint16_t fp16_bits_via_float(double x) {
   return static_cast<uint16_t>(sign | h);
 }
 
-// The value of 16-bit `bits` (bf16 or fp16); an infinity counts as the next power of two past the largest finite
-// value (2^128, 2^16), where IEEE rounding puts the overflow threshold
-inline double value16(uint16_t bits, bool bf16) {
-  double v;
-  const bool neg = bits & 0x8000u;
+// The value of 16-bit `bits` (bf16 or fp16), exactly (infinities and NaN included): the oracle's loads too
+inline double decode16(uint16_t bits, bool bf16) {
   if (bf16) {
-    if ((bits & 0x7fffu) == 0x7f80u) return neg ? -0x1p128 : 0x1p128;
     const uint32_t w = uint32_t(bits) << 16;
     float f;
     std::memcpy(&f, &w, 4);
     return f;
   }
-  const int exp = (bits >> 10) & 0x1f, mant = bits & 0x3ff;
-  if (exp == 31) v = 0x1p16;
-  else if (exp == 0) v = std::ldexp(double(mant), -24);
+  const int sign = bits >> 15, exp = (bits >> 10) & 0x1f, mant = bits & 0x3ff;
+  double v;
+  if (exp == 0) v = std::ldexp(double(mant), -24);
+  else if (exp == 31) v = mant ? std::nan("") : HUGE_VAL;
   else v = std::ldexp(double(mant | 0x400), exp - 25);
-  return neg ? -v : v;
+  return sign ? -v : v;
+}
+
+// decode16 for measuring distances: an infinity counts as the next power of two past the largest finite value
+// (2^128, 2^16), where IEEE rounding puts the overflow threshold
+inline double value16(uint16_t bits, bool bf16) {
+  const double v = decode16(bits, bf16);
+  return std::isinf(v) ? std::copysign(bf16 ? 0x1p128 : 0x1p16, v) : v;
 }
 
 // The nearest of c and its two neighbours of the same sign (ties to even): c came through float, so a value just

@@ -55,7 +55,8 @@ def _require_last_contiguous(t: _T) -> None:
 
 
 def _require_contiguous_1d(t: _T) -> None:
-    """The library reads flat arrays (masks, parents, sinks) as contiguous: a strided view would be read wrongly."""
+    """The library reads flat arrays (indices, masks, parents, sinks) as contiguous: a strided view would be read
+    wrongly."""
     if t.shape and t.shape[0] > 1 and t.strides[0] != 1:
         raise ValueError(f"{t.name}: must be contiguous, got stride {t.strides[0]}")
 
@@ -78,8 +79,7 @@ def _index(t: Optional[_T], device: str) -> _lib.FvIndex:
     if t.device != device:
         raise TypeError(f"{t.name}: is on {t.device}, the call runs on {device}")
     _require_rank(t, 1, "a 1-D index array")
-    if t.strides and t.shape[0] > 1 and t.strides[0] != 1:
-        raise ValueError(f"{t.name}: must be contiguous, got stride {t.strides[0]}")
+    _require_contiguous_1d(t)
     ix.data = t.ptr
     ix.dtype = _lib.INDEX_INT64 if t.dtype == "int64" else _lib.INDEX_INT32
     return ix
@@ -317,11 +317,6 @@ class Workspace:
         grows with batch_size, so the largest batch covers all smaller ones. `kv_dtype`: "fp8" for an fp8 e4m3
         cache, `dtype`'s for a 16-bit one, None (default): enough for either (the planner may pick another tile
         for an fp8 cache, and with it another workspace size)."""
-        if kv_dtype is None:
-            return max(Workspace.required_bytes(
-                batch_size=batch_size, max_draft=max_draft, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
-                head_dim_qk=head_dim_qk, head_dim_v=head_dim_v, dtype=dtype, mask=mask, impl=impl,
-                num_kv_splits=num_kv_splits, profile=profile, device=device, kv_dtype=k) for k in ("same", "fp8"))
         import torch
 
         p = _lib.FvProblem()
@@ -335,10 +330,16 @@ class Workspace:
                        "causal": _lib.MASK_CAUSAL}[mask]
         p.num_kv_splits = num_kv_splits
         p.profile = {"auto": 0, "small_smem": 1, "large_smem": 2}[profile]
-        kv = str(kv_dtype).replace("torch.", "")
-        p.kv_dtype = _lib.DTYPE_FP8_E4M3 if kv in ("fp8", *_FP8_NAMES) else 0
+        if kv_dtype is None:
+            kv_codes = (0, _lib.DTYPE_FP8_E4M3)
+        else:
+            kv_codes = (_lib.DTYPE_FP8_E4M3 if str(kv_dtype).replace("torch.", "") in ("fp8", *_FP8_NAMES) else 0,)
         with torch.cuda.device(device if device is not None else torch.cuda.current_device()):
-            return _lib.workspace_size(p)
+            sizes = []
+            for code in kv_codes:
+                p.kv_dtype = code
+                sizes.append(_lib.workspace_size(p))
+            return max(sizes)
 
     @classmethod
     def for_shapes(cls, device=None, **shapes) -> "Workspace":
