@@ -213,10 +213,10 @@ typedef struct fv_args {
   int32_t xai_temperature_len; /* > 0 (L): scores of draft i are multiplied by log2(P_b + i) / log2(L)
                                   when P_b + i > L; <= 0 = off */
   const float* sinks;          /* optional [Hq] fp32: per q head, exp(sinks[h]) is added to every row's
-                                  softmax denominator (the LSE includes it). The GPU kernels add it in
-                                  fp32 relative to the row's largest score: a sink more than ~88 above
-                                  every score of its row overflows there (out 0, lse +inf), where the
-                                  CPU oracle gives out ~0 and lse = the sink */
+                                  softmax denominator (the LSE includes it) of rows that see a key.
+                                  The sink joins the row's maximum, so any finite sink is safe: one far
+                                  above every score gives out ~0 and lse = the sink. NaN and +inf are
+                                  invalid (check mode rejects them) */
   const int32_t* window_kv_offsets; /* optional [B], FV_MASK_BYTES only: request b's byte-mask rows are
                                   off_b + P_b + N_b wide and its draft columns start at off_b + P_b
                                   (SGLang's layout when a sliding window dropped off_b prefix tokens) */

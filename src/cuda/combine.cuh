@@ -99,8 +99,8 @@ __device__ __forceinline__ void stream_splits(const VerifyParams& p, const float
 template <class T, int VEC, int COLS>
 __device__ __forceinline__ void write_unit(const VerifyParams& p, float m, float wsum, const float (&acc)[VEC], int h,
                                            int64_t qo0, int i, int slice, int lane) {
-  if (p.sinks != nullptr && wsum > 0.f) wsum += sink_term(p, h, m);  // once, after the splits are merged
-  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  if (p.sinks != nullptr && wsum > 0.f) join_sink(p.sinks[h] * kLog2e, m, wsum, inv);  // once, after the merge
   const int64_t tok = qo0 + i;
   const int64_t base = tok * p.out_stride_token + int64_t(h) * p.out_stride_head + slice * COLS + lane * VEC;
   if constexpr (VEC == 1) {
@@ -191,9 +191,17 @@ __global__ void __launch_bounds__(kCombineBlock8Threads, 4) combine_block8_kerne
 
 // A block holds 16 / wpr units, wpr consecutive warps a unit; a unit's warps take every wpr-th split, so a
 // request split 100 ways (wpr 16) has all its loads in flight at once, and a request split 3 ways (wpr 1)
-// costs one warp a row instead of a block.
+// costs one warp a row instead of a block. At most 64 registers (two blocks a multiprocessor): the sink's join
+// of the row maximum took sm_90's 128-column instantiations to 80 without the cap. sm_120 keeps its uncapped
+// build (74-89 registers before the sink change, one block a multiprocessor) until a cap is measured there
+// (bench/NOTES.md plan 5).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define FV_COMBINE_MIN_BLOCKS 1
+#else
+#define FV_COMBINE_MIN_BLOCKS 2
+#endif
 template <class T, int DV, int COLS>
-__global__ void __launch_bounds__(kCombineThreads)
+__global__ void __launch_bounds__(kCombineThreads, FV_COMBINE_MIN_BLOCKS)
     combine_kernel(const __grid_constant__ VerifyParams p) {
   static_assert(COLS % 32 == 0 && DV % COLS == 0, "column slices");
   constexpr int VEC = COLS / 32;  // floats per lane (1, 2 or 4)

@@ -192,7 +192,11 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(const __grid_constant__
   l = 0.f;
   if (m != -INFINITY)
     for (int w = 0; w < kThreads / 32; ++w) l += red_l[w] * expf(red_m[w] - m);
-  if (p.sinks != nullptr && l > 0.f) l += expf(p.sinks[h] - m);  // the sink: denominator only
+  if (p.sinks != nullptr && l > 0.f) {  // the sink: denominator only; it joins the maximum (a sink far above the
+    const float mm = fmaxf(m, p.sinks[h]);  // scores gives out ~0 and lse = the sink, as in the oracle)
+    l = l * expf(m - mm) + expf(p.sinks[h] - mm);
+    m = mm;
+  }
 
   // pass 2: probabilities of a tile of keys, then each thread's output columns
   float acc[kMaxDv / kThreads] = {0.f, 0.f};

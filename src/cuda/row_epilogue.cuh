@@ -15,12 +15,20 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.69314718055994531f;
 
 // A sink adds exp(sink) to the denominator of q head h (p.sinks set), once: where the row's final state is formed
-// (the verify kernel when the request is not split, else the combine), and only to a row that saw a key (l > 0):
-//   if (final && p.sinks != nullptr && l > 0.f) l += sink_term(p, h, m);
-// (written out at each call: the compiler scheduled the verify kernels' epilogues differently with the test inside a
-// helper, and GQA 8/1 b1 measured 1% slower; bench/NOTES.md v14)
-__device__ __forceinline__ float sink_term(const VerifyParams& p, int h, float m) {
-  return exp2f(p.sinks[h] * kLog2e - m);
+// (the verify kernel when the request is not split, else the combine), and only to a row that saw a key (l > 0).
+// It joins the row's maximum as the oracle does, so that a sink far above every score (by more than fp32 exp's
+// range, ~88) gives out ~0 and lse = the sink instead of an infinite denominator:
+//   float inv = l > 0.f ? 1.f / l : 0.f;
+//   if (final && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[h] * kLog2e, m, l, inv);
+// (the test written out at each call: the compiler scheduled the verify kernels' epilogues differently with it
+// inside a helper, and GQA 8/1 b1 measured 1% slower; bench/NOTES.md v14)
+// With M = max(m, s): l' = l 2^(m - M) + 2^(s - M), the output scale 2^(m - M) / l' and the LSE M + log2 l'.
+__device__ __forceinline__ void join_sink(float sink_log2, float& m, float& l, float& inv) {
+  const float mm = fmaxf(m, sink_log2);
+  const float f = exp2f(m - mm);
+  l = fmaf(l, f, exp2f(sink_log2 - mm));
+  inv = __fdividef(f, l);  // l >= 1: the fast division is exact to 2 ulp, and has no slow path
+  m = mm;
 }
 
 // The row's LSE in log2 units, the partial states' form (-inf for a row that saw no key); times kLn2 it is the

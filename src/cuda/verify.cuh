@@ -943,12 +943,12 @@ struct Verify {
         float l = 0.f;
 #pragma unroll
         for (int w = 0; w < WN; ++w) l += l_part[w * BM + row];
-        const float m = m_fin[row];
+        float m = m_fin[row];
         const int i = r / p.group, j = r - i * p.group;
         const int h = hk * p.group + j;
+        float inv = l > 0.f ? 1.f / l : 0.f;
         // a sink joins the denominator once: here when the request is not split, else in the combine
-        if (final_out && p.sinks != nullptr && l > 0.f) l += sink_term(p, h, m);
-        const float inv = l > 0.f ? 1.f / l : 0.f;
+        if (final_out && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[h] * kLog2e, m, l, inv);
         const int64_t tok = s.qo0 + i;
         const float lse2 = lse_log2(m, l);
         if (final_out) {

@@ -335,11 +335,11 @@ struct VerifyWg {
       const int row = row_of[h], r = m_tile * BM + row;
       if (r >= s.rows) continue;
       float l = l_fin[row];
-      const float m = m_fin[row];
+      float m = m_fin[row];
       const int i = r / p.group, hq = r - i * p.group;  // MLA: one KV head, every q head in the group
+      float inv = l > 0.f ? 1.f / l : 0.f;
       // a sink joins the denominator once: here when the request is not split, else in the combine
-      if (final_out && p.sinks != nullptr && l > 0.f) l += sink_term(p, hq, m);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      if (final_out && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[hq] * kLog2e, m, l, inv);
       const int64_t tok_row = s.qo0 + i;
       const float lse2 = lse_log2(m, l);
       const int col0 = 256 * wgi + 2 * t4;

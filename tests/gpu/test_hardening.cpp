@@ -430,6 +430,27 @@ TEST(Numerics, NanAndInfInUnreferencedSlotsDoNotLeak) {
   }
 }
 
+// A sink far above every score of its row (the scores here stay within ~20 of 0): exp(sink - max) overflows
+// fp32 unless the sink joins the row maximum (it did not before v17: out 0 and lse +inf). Even heads get a
+// sink 300 above (out ~0, lse = the sink), odd heads an ordinary one; unsplit (the verify epilogue forms the
+// row) and split (the combine does), on the Hopper MLA tile, the mma.sync MLA tile and a GQA tile.
+TEST(Numerics, SinkFarAboveTheScores) {
+  REQUIRE_GPU();
+  for (int layout = 0; layout < 3; ++layout) {
+    for (int splits : {1, 4096}) {
+      CaseSpec s = base_case(layout < 2, fvt::session_seed() + 47 + layout);
+      if (layout == 1) s.profile = FV_PROFILE_SMALL_SMEM;
+      s.sinks = true;
+      s.num_kv_splits = splits;
+      HostProblem hp = fvt::make_problem(s);
+      for (int h = 0; h < s.hq; h += 2) hp.sinks[h] = 300.f + static_cast<float>(h);
+      const std::string label = std::string(layout == 0 ? "mla" : layout == 1 ? "mla small-smem" : "gqa") +
+                                (splits == 1 ? " sink +300, 1 split" : " sink +300, split");
+      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, label.c_str()));
+    }
+  }
+}
+
 TEST(Numerics, ZeroAndNegativeScale) {
   REQUIRE_GPU();
   for (float scale : {0.f, -0.06f}) {
