@@ -133,6 +133,10 @@ __device__ __forceinline__ void combine_block_body(const VerifyParams& p) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const CombineUnit u = combine_unit<SLICES>(p, blockIdx.x);
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
+  // qo_indptr is an input the verify kernel does not write: read before the wait, so that after it one round
+  // trip (the plan's two words) stands between the release and the partial rows
+  const int64_t qo0 = load_index(p.qo_indptr, b, p.qo_i64);
+  const int n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
 
   FV_TRACE_COMBINE(0);
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
@@ -140,11 +144,9 @@ __device__ __forceinline__ void combine_block_body(const VerifyParams& p) {
   FV_TRACE_COMBINE(1);
   const int32_t* sched = p.sched;
   const int ns = sched[SchedLayout::num_splits(p.batch) + b];
-  if (ns <= 1) return;
-  const int64_t qo0 = load_index(p.qo_indptr, b, p.qo_i64);
-  const int n = static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
-  if (i >= n) return;
   const int slot0 = sched[SchedLayout::slot_offset(p.batch) + b];
+  // (slot0 < 0 never holds: testing it keeps slot0's load beside ns's, in one round trip, instead of after the exit)
+  if (ns <= 1 || i >= n || slot0 < 0) return;
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
   const int64_t row0 = part_row(p, slot0, i, h);
 
@@ -216,6 +218,9 @@ __global__ void __launch_bounds__(kCombineThreads, FV_COMBINE_MIN_BLOCKS)
   bool active = unit < int64_t(p.batch) * p.max_draft * p.num_q_heads * SLICES;
   const CombineUnit u = combine_unit<SLICES>(p, active ? unit : 0);
   const int slice = u.slice, h = u.h, i = u.i, b = u.b;
+  // qo_indptr before the wait (an input the verify kernel does not write), the plan's two words together after it
+  const int64_t qo0 = active ? load_index(p.qo_indptr, b, p.qo_i64) : 0;
+  const int n = active ? static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0) : 0;
 
   FV_TRACE_COMBINE(0);
   // launched as a programmatic dependent of the verify kernel (sm_90+): everything below reads its output
@@ -223,11 +228,9 @@ __global__ void __launch_bounds__(kCombineThreads, FV_COMBINE_MIN_BLOCKS)
   FV_TRACE_COMBINE(1);
   const int32_t* sched = p.sched;
   const int ns = active ? sched[SchedLayout::num_splits(p.batch) + b] : 0;
-  active = active && ns > 1;
-  const int64_t qo0 = active ? load_index(p.qo_indptr, b, p.qo_i64) : 0;
-  if (active) active = i < static_cast<int>(load_index(p.qo_indptr, b + 1, p.qo_i64) - qo0);
-  // (no return before the barrier below: the block's other units may need it)
   const int slot0 = active ? sched[SchedLayout::slot_offset(p.batch) + b] : 0;
+  active = active && ns > 1 && i < n;
+  // (no return before the barrier below: the block's other units may need it)
   const int64_t split_stride = int64_t(p.max_draft) * p.num_q_heads;  // rows between consecutive slots
   const int64_t row0 = part_row(p, slot0, i, h);
 
