@@ -15,6 +15,8 @@
 #include <system_error>
 #include <thread>
 
+#include "round16.h"  // src/: the oracle's 16-bit conversions
+
 namespace fvt {
 namespace {
 
@@ -179,41 +181,13 @@ std::string CaseSpec::describe() const {
   return os.str();
 }
 
+// round16.h's conversions, the oracle's own: a float is exactly a double, so the float route rounds it once
 uint16_t float_to_bits(float x, int dtype) {
-  uint32_t w;
-  std::memcpy(&w, &x, 4);
-  if (dtype == FV_DTYPE_BF16) {
-    if ((w & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    w += 0x7fffu + ((w >> 16) & 1u);
-    return static_cast<uint16_t>(w >> 16);
-  }
-  // fp16, round to nearest even (inputs here are in range)
-  const uint32_t sign = (w >> 16) & 0x8000u, absw = w & 0x7fffffffu;
-  if (absw > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
-  if (absw >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (absw < 0x38800000u) {
-    const float a = std::fabs(x);
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
-  }
-  uint32_t h = (((absw >> 23) - 112) << 10) | ((absw & 0x7fffffu) >> 13);
-  const uint32_t rest = absw & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(sign | h);
+  return dtype == FV_DTYPE_BF16 ? fv::bf16_bits_via_float(x) : fv::fp16_bits_via_float(x);
 }
 
 float bits_to_float(uint16_t b, int dtype) {
-  if (dtype == FV_DTYPE_BF16) {
-    uint32_t w = uint32_t(b) << 16;
-    float f;
-    std::memcpy(&f, &w, 4);
-    return f;
-  }
-  const int sign = b >> 15, exp = (b >> 10) & 0x1f, mant = b & 0x3ff;
-  float v;
-  if (exp == 0) v = std::ldexp(float(mant), -24);
-  else if (exp == 31) v = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  else v = std::ldexp(float(mant | 0x400), exp - 25);
-  return sign ? -v : v;
+  return static_cast<float>(fv::decode16(b, dtype == FV_DTYPE_BF16));  // exact: every 16-bit value is a float
 }
 
 uint64_t session_seed() {
