@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <cuda_runtime.h>
 
 #include "flashverify/flashverify.h"
@@ -134,6 +135,14 @@ struct Verify {
   using KCopy = TileCopy<BN, QCH, THREADS, KV_TPR>;
   using VCopy = TileCopy<BN, VCH, THREADS, KV_TPR>;
   static_assert(V_IN_K || (int(KCopy::TPR) == int(VCopy::TPR)), "K and V copies share the row mapping");
+  // the in-register fp8 path (kFrag8: the KV8 choices below)
+  static constexpr int QCH8 = DQK / 16, VCH8 = DV / 16;  // 16-byte chunks of an fp8 row
+  static constexpr bool kFrag8 = kFrag8Shape && S_NT == 2 && S_MT == 2 && QCH8 >= 8 && VCH8 >= 8 &&
+                                 QCH8 % KCopy::TPR == 0 && VCH8 % VCopy::TPR == 0 && ON % 32 == 0;
+  // kFrag8 tiles are laid out for wide steps (2 BN keys: compact_step): an S warp owns SNW = 2 SN keys (NT n-tiles),
+  // and P rows hold 2 BN keys (PCHW chunks) in the current stage's K space
+  static constexpr int SNW = kFrag8 ? 2 * SN : SN, NT = SNW / 8, PCHW = kFrag8 ? 2 * PCH : PCH;
+  static_assert(!kFrag8 || (!V_IN_K && C.k_stage_bytes() >= std::size_t(BM) * PCHW * 16), "P fits the K stage");
 
   // KV8 choices (bench/NOTES.md, v8):
   // - pairs (opt-in, p.kv8_pairs: FLASHVERIFY_FP8_PAIRS=1 and pool strides multiples of 16 bytes): in
@@ -158,9 +167,12 @@ struct Verify {
   //   shared-memory write-back, no conversion between the copy's arrival and the step's barrier. The step that
   //   reaches the draft tokens (bf16 / fp16 rows) is widened in shared memory as before and read with plain
   //   loads in the same permuted orders.
-  static constexpr int QCH8 = DQK / 16, VCH8 = DV / 16;  // 16-byte chunks of an fp8 row
-  static constexpr bool kFrag8 = kFrag8Shape && S_NT == 2 && S_MT == 2 && QCH8 >= 8 && VCH8 >= 8 &&
-                                 QCH8 % KCopy::TPR == 0 && VCH8 % VCopy::TPR == 0 && ON % 32 == 0;
+  //   Compact steps are wide (compact_step): two planned steps of fp8 rows fill one stage's 16-bit space, so
+  //   one iteration (three barriers, the row statistics, the rescale) covers 2 BN keys; each S warp owns SNW =
+  //   2 SN keys, and P (BM x 2 BN) goes to the stage's K space once S is done (barrier A). The fp8 tile at the
+  //   memory floor's half is bound by its per-step chain, not its bytes (bench/NOTES.md, fp8 paragraph). An odd
+  //   prefix step left over at a segment's end or start takes the 16-bit path, in the wide layout: only warps 0
+  //   and 1 hold its keys.
   // (only the fp8 fragment path computes S_MT > 1 m-tiles a warp: the other S paths fill acc[0])
   static_assert(S_MT == 1 || kFrag8, "S_MT > 1 needs the kFrag8 S path");
   using KCopy8 = TileCopy<BN, kFrag8 ? QCH8 : QCH, THREADS, KV_TPR>;
@@ -192,14 +204,16 @@ struct Verify {
 
   // Raw index values of the rows this thread copies in a future step, loaded one step early so that
   // the dependent address arithmetic does not stall the issue of the copies.
+  // kFrag8: a compact step spans two planned steps (wide_step), so a thread's rows of two steps are loaded.
+  static constexpr int kRowPasses = KCopy::PASSES * (kFrag8 ? 2 : 1);
   struct RowIdx {
-    int64_t raw[KCopy::PASSES];
+    int64_t raw[kRowPasses];
   };
 
   __device__ static void fetch_rows(const VerifyParams& p, const Seg& s, int step, RowIdx& ri) {
     const int r0 = threadIdx.x / KCopy::TPR;
 #pragma unroll
-    for (int pass = 0; pass < KCopy::PASSES; ++pass) {
+    for (int pass = 0; pass < kRowPasses; ++pass) {
       const int pos = step * BN + r0 + pass * KCopy::RP;
       int64_t raw = 0;
       if (pos < s.plen) {
@@ -210,14 +224,16 @@ struct Verify {
     }
   }
 
-  // compact (kFrag8, a step of prefix keys only): the fp8 rows are copied as they are, DQK (DV) bytes a row
+  // compact (kFrag8, a wide step: two steps of prefix keys): the fp8 rows of both steps are copied as they are,
+  // DQK (DV) bytes a row, 2 BN rows in the stage's 16-bit space
   __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, int hk,
                                     uint8_t* smem, int stage, bool compact) {
     const int r0 = threadIdx.x / KCopy::TPR, c0 = threadIdx.x % KCopy::TPR;
     const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
     const uint32_t v_base = smem_addr(smem + OFF_V + stage * C.v_stage_bytes());
 #pragma unroll
-    for (int pass = 0; pass < KCopy::PASSES; ++pass) {
+    for (int pass = 0; pass < kRowPasses; ++pass) {
+      if (pass >= KCopy::PASSES && !(kFrag8 && compact)) break;
       const int row = r0 + pass * KCopy::RP;
       const int pos = step * BN + row;
       const T* ksrc = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
@@ -427,8 +443,14 @@ struct Verify {
     return p.window <= 0 || step * BN >= s.plen + tok_max - p.window;
   }
 
-  // kFrag8: is `step` a step of prefix keys only (its rows are copied compact, as fp8 bytes)?
-  __device__ static bool compact_step(const Seg& s, int step) { return kFrag8 && (step + 1) * BN <= s.plen; }
+  // kFrag8: does the iteration at `step` take a wide step: steps `step` and `step + 1` together (2 BN keys), both
+  // of prefix keys only and both in the segment? Its rows are copied compact, as fp8 bytes. Otherwise an
+  // iteration takes one step (16-bit rows: fp8 prefix rows widened in shared memory, or draft rows).
+  __device__ static bool compact_step(const Seg& s, int step) {
+    return kFrag8 && step + 1 < s.k_end && (step + 2) * BN <= s.plen;
+  }
+  // the first step of the iteration after the one at `step`
+  __device__ static int next_step(const Seg& s, int step) { return step + (compact_step(s, step) ? 2 : 1); }
 
   // Is draft j visible to draft i of the segment's request? (i, j < n)
   __device__ static bool tree_visible(const VerifyParams& p, const Seg& s, int i, int j) {
@@ -478,15 +500,20 @@ struct Verify {
     // ---- prologue: Q tile + the first STAGES-1 key steps, each its own cp.async group
     load_q(p, s, m_tile, hk, smem);
     RowIdx ri;
+    // kFrag8: fstep is the first step of the next iteration whose rows are to be issued (the other tiles take one
+    // step an iteration: the step STAGES - 1 ahead, written as such, which keeps their machine code as it was)
+    int fstep = s.k_begin;
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
-      if (s.k_begin + st < s.k_end) {
-        fetch_rows(p, s, s.k_begin + st, ri);
-        issue_rows(p, s, s.k_begin + st, ri, hk, smem, st, compact_step(s, s.k_begin + st));
+      const int fs = kFrag8 ? fstep : s.k_begin + st;
+      if (fs < s.k_end) {
+        fetch_rows(p, s, fs, ri);
+        issue_rows(p, s, fs, ri, hk, smem, st, compact_step(s, fs));
       }
       cp_async_commit();
+      if constexpr (kFrag8) fstep = next_step(s, fstep);
     }
-    if (s.k_begin + STAGES - 1 < s.k_end) fetch_rows(p, s, s.k_begin + STAGES - 1, ri);
+    if ((kFrag8 ? fstep : s.k_begin + STAGES - 1) < s.k_end) fetch_rows(p, s, kFrag8 ? fstep : s.k_begin + STAGES - 1, ri);
     FV_TRACE(trace_block(), 2);
 
     // ---- S-warp identity and the draft tokens of its rows (for the tree mask): rows (wm * S_MT + mt) * 16 +
@@ -525,17 +552,17 @@ struct Verify {
     // P V: A = P rows om*OM + (lane & 15), chunk 2ks + (lane >> 4); B = V rows (lane & 7) + 8*((lane >> 3) & 1),
     //      chunk on*ON/8 + 2np + (lane >> 4)
     const int p_row = om * OM + (lane & 15), v_row = (lane & 7) + (((lane >> 3) & 1) << 3);
-    const uint32_t p_row_off = p_row * PCH * 16, v_row_off = v_row * VROW_CHUNKS * 16;
-    const LaneSwizzle<PCH> p_swz(p_row, lane >> 4);
+    const uint32_t p_row_off = p_row * PCHW * 16, v_row_off = v_row * VROW_CHUNKS * 16;
+    const LaneSwizzle<PCHW> p_swz(p_row, lane >> 4);
     uint32_t v_col_off[O_NT / 2];
 #pragma unroll
     for (int np = 0; np < O_NT / 2; ++np) {
       const int chunk = (on * ON) / 8 + 2 * np + (lane >> 4);
       v_col_off[np] = swizzle<VROW_CHUNKS>(v_row, chunk) - v_row * VROW_CHUNKS * 16;
     }
-    // kFrag8, compact steps: K lane L reads key row wn*SN + (L & 15) (n-tile (L >> 3) & 1), 16-byte chunk
-    // 2kk2 + (L >> 4) of the fp8 row; V lanes read the fp8 rows v_row, chunks on*ON/16 + 2cp + (lane >> 4)
-    const int k8_row = wn * SN + (lane & 15);
+    // kFrag8, compact (wide) steps: K lane L reads key rows wn*SNW + 16h + (L & 15) (n-tile 2h + ((L >> 3) & 1)),
+    // 16-byte chunk 2kk2 + (L >> 4) of the fp8 row; V lanes read the fp8 rows v_row, chunks on*ON/16 + 2cp + (lane >> 4)
+    const int k8_row = wn * SNW + (lane & 15);
     const uint32_t k8_row_off = k8_row * QCH8 * 16;
     const int k8_x = (k8_row & 7) ^ (lane >> 4);  // swizzle<QCH8>(k8_row, c + (lane >> 4)) = (c ^ k8_x) * 16, c even
     const uint32_t v8_row_off = v_row * VCH8 * 16;
@@ -551,8 +578,8 @@ struct Verify {
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.f;
 
-    for (int step = s.k_begin; step < s.k_end; ++step) {
-      const int it = step - s.k_begin;
+    for (int step = s.k_begin, iter = 0; step < s.k_end; step = kFrag8 ? next_step(s, step) : step + 1, ++iter) {
+      const int it = kFrag8 ? iter : step - s.k_begin;  // iterations (a wide step takes one stage)
       const int stage = it % STAGES;
       const bool compact = compact_step(s, step);
       cp_async_wait<STAGES - 2>();
@@ -569,35 +596,40 @@ struct Verify {
       // Refill the stage the previous step used, first thing (issuing MLA's refill after its S MMAs was
       // measured 5% slower: bench/NOTES.md v4)
       {
-        const int next = step + STAGES - 1;
+        const int next = kFrag8 ? fstep : step + STAGES - 1;
         if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES, compact_step(s, next));
         cp_async_commit();
-        if (next + 1 < s.k_end) fetch_rows(p, s, next + 1, ri);
+        if constexpr (kFrag8) fstep = next_step(s, fstep);
+        const int after = kFrag8 ? fstep : next + 1;
+        if (after < s.k_end) fetch_rows(p, s, after, ri);
       }
 
       const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
+      // (kFrag8: P goes to this stage's K space, free once every warp has passed barrier A)
+      const uint32_t pb = kFrag8 ? k_base : p_base;
       // ---- S = Q K^T for this warp's S_MT x 16 x SN tile. Fragments for k-step kk+1 are loaded before the MMAs
       // of step kk (the asm statements keep source order, so the pipelining is written out here).
-      float acc[S_MT][S_NT][4];
+      float acc[S_MT][NT][4];
 #pragma unroll
       for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < S_NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
       const uint32_t qa = q_base + q_row_off;
       if (kFrag8 && compact) {
-        // fp8 K fragments: one ldmatrix gives a lane 4 bytes (d 16kk + 4t4 .. +3) of its key row for both n-tiles
-        // and two k-steps (matrices: n-tile 0 / 1 of k-step 2kk2, then of 2kk2 + 1); each is widened in
-        // registers into the permuted k order of Q and serves both m-tiles
+        // fp8 K fragments: one ldmatrix gives a lane 4 bytes (d 16kk + 4t4 .. +3) of its key row for two n-tiles
+        // and two k-steps (matrices: n-tile 2h / 2h + 1 of k-step 2kk2, then of 2kk2 + 1; h: the 16-key half of
+        // the warp's keys); each is widened in registers into the permuted k order of Q and serves both m-tiles
         const uint32_t kb8 = k_base + k8_row_off;
-        uint32_t a[2][2][S_MT][4], kr[2][4];
+        uint32_t a[2][2][S_MT][4], kr[2][2][4];
         auto load = [&](int kk2, int buf) {
 #pragma unroll
           for (int j = 0; j < 2; ++j)
 #pragma unroll
             for (int mt = 0; mt < S_MT; ++mt) ldmatrix_x4(a[buf][j][mt], qa + mt * 16 * QCH * 16 + q_swz(2 * (2 * kk2 + j)));
-          ldmatrix_x4(kr[buf], kb8 + (((2 * kk2) ^ k8_x) << 4));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) ldmatrix_x4(kr[buf][h], kb8 + h * 16 * QCH8 * 16 + (((2 * kk2) ^ k8_x) << 4));
         };
         load(0, 0);
 #pragma unroll
@@ -606,26 +638,27 @@ struct Verify {
 #pragma unroll
           for (int j = 0; j < 2; ++j)
 #pragma unroll
-            for (int nt = 0; nt < S_NT; ++nt) {
+            for (int nt = 0; nt < NT; ++nt) {
               uint32_t b0, b1;
-              e4m3x4_frag<T>(kr[kk2 & 1][2 * j + nt], b0, b1);
+              e4m3x4_frag<T>(kr[kk2 & 1][nt >> 1][2 * j + (nt & 1)], b0, b1);
 #pragma unroll
               for (int mt = 0; mt < S_MT; ++mt) mma_16816<T>(acc[mt][nt], a[kk2 & 1][j][mt], b0, b1);
             }
         }
       } else if (kFrag8) {
-        // the tail step of an fp8 tile: K rows in T (prefix rows widened in shared memory), read in Q's permuted
-        // k order: d 16kk + 4t4 .. +3 of key row g with one 8-byte load
+        // a 16-bit step of an fp8 tile: K rows in T (prefix rows widened in shared memory), read in Q's permuted
+        // k order: d 16kk + 4t4 .. +3 of key row g with one 8-byte load. Only warps 0 and 1 hold keys of it (the
+        // warps' S tiles are laid out for wide steps); the others' keys are masked below.
         const uint8_t* kt = smem + OFF_K + stage * C.k_stage_bytes();
 #pragma unroll 1
-        for (int kk = 0; kk < DQK / 16; ++kk) {
+        for (int kk = 0; kk < (wn * SNW < BN ? DQK / 16 : 0); ++kk) {
           uint32_t a[S_MT][4];  // (LaneSwizzle takes compile-time chunks only: a runtime index would put it in local memory)
 #pragma unroll
           for (int mt = 0; mt < S_MT; ++mt)
             ldmatrix_x4(a[mt], q_base + swizzle<QCH>(q_row + mt * 16, 2 * kk + (lane >> 4)));
 #pragma unroll
-          for (int nt = 0; nt < S_NT; ++nt) {
-            const int row = wn * SN + nt * 8 + g;
+          for (int nt = 0; nt < NT; ++nt) {
+            const int row = wn * SNW + nt * 8 + g;
             const uint2 w = *reinterpret_cast<const uint2*>(kt + swizzle<QCH>(row, 2 * kk + (t4 >> 1)) + (t4 & 1) * 8);
             const uint32_t b0 = prmt(w.x, w.y, 0x5410u), b1 = prmt(w.x, w.y, 0x7632u);
 #pragma unroll
@@ -664,9 +697,12 @@ struct Verify {
 
 
       // ---- scale; mask keys past the request and draft keys outside the tree
-      const int key0 = step * BN + wn * SN;
-      const bool tail = (step + 1) * BN > s.plen;  // this step reaches the draft tokens or the end of the request
+      const int key0 = step * BN + wn * SNW;
+      // this step reaches the draft tokens or the end of the request (kFrag8: or it is a 16-bit step, whose S
+      // tiles hold keys of the next step too: keys from key_end on are masked)
+      const bool tail = (step + 1) * BN > s.plen || (kFrag8 && !compact);
       const bool all_prefix = !tail;
+      const int key_end = kFrag8 && !compact ? min(s.len, (step + 1) * BN) : s.len;
       float mx[S_MT][2];
 #pragma unroll
       for (int mt = 0; mt < S_MT; ++mt) mx[mt][0] = mx[mt][1] = -INFINITY;
@@ -679,7 +715,7 @@ struct Verify {
 #pragma unroll
         for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < S_NT; ++nt) {
+          for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[mt][nt][e] *= scale;
             mx[mt][0] = fmaxf(mx[mt][0], fmaxf(acc[mt][nt][0], acc[mt][nt][1]));
@@ -690,13 +726,13 @@ struct Verify {
 #pragma unroll
         for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < S_NT; ++nt) {
+          for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               float v = acc[mt][nt][e] * p.scale_log2;
               const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
               const int tk = tok[mt][e >> 1];
-              if (pos >= s.len) v = -INFINITY;
+              if (pos >= key_end) v = -INFINITY;
               else if (pos >= s.plen && (tk >= s.n || !tree_visible(p, s, tk, pos - s.plen))) v = -INFINITY;
               acc[mt][nt][e] = v;
             }
@@ -710,7 +746,7 @@ struct Verify {
 #pragma unroll
         for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < S_NT; ++nt) {
+          for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
@@ -719,7 +755,7 @@ struct Verify {
               float v = acc[mt][nt][e] * (pre ? p.scale_nat_prefix : p.scale_nat);
               if (p.logit_cap > 0.f) v = p.logit_cap * tanh_clamped(v * p.inv_logit_cap);
               v *= rowmul[mt][e >> 1];
-              if (pos >= s.len) {
+              if (pos >= key_end) {
                 v = -INFINITY;
               } else if (pre) {
                 if (p.window > 0 && s.plen + tk > pos + p.window) v = -INFINITY;
@@ -762,7 +798,7 @@ struct Verify {
           alpha[h] = m_new[h] == -INFINITY ? 1.f : exp2f(m_run[mt][h] - m_new[h]);
         }
 #pragma unroll
-        for (int nt = 0; nt < S_NT; ++nt) {
+        for (int nt = 0; nt < NT; ++nt) {
           float p0 = exp2_ftz(acc[mt][nt][0] - use[0]), p1 = exp2_ftz(acc[mt][nt][1] - use[0]);
           float p2 = exp2_ftz(acc[mt][nt][2] - use[1]), p3 = exp2_ftz(acc[mt][nt][3] - use[1]);
           sum[0] += p0 + p1;
@@ -773,11 +809,11 @@ struct Verify {
             if (all_prefix || pos0 < s.plen) { p0 *= p.v_scale; p2 *= p.v_scale; }
             if (all_prefix || pos0 + 1 < s.plen) { p1 *= p.v_scale; p3 *= p.v_scale; }
           }
-          const int chunk = (wn * SN + nt * 8) / 8;
+          const int chunk = (wn * SNW + nt * 8) / 8;
           const uint32_t off_in_chunk = 4 * t4;  // two 16-bit values per thread
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow[mt][0], chunk) + off_in_chunk),
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + swizzle<PCHW>(srow[mt][0], chunk) + off_in_chunk),
                        "r"(pack2<T>(p0, p1)));
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + swizzle<PCH>(srow[mt][1], chunk) + off_in_chunk),
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + swizzle<PCHW>(srow[mt][1], chunk) + off_in_chunk),
                        "r"(pack2<T>(p2, p3)));
         }
 #pragma unroll
@@ -815,10 +851,10 @@ struct Verify {
             }
         }
       }
-      constexpr int KS = BN / 16;
+      constexpr int KS = BN / 16, KSW = kFrag8 ? 2 * KS : KS;  // k-steps of a step, of a wide step
       auto load_p = [&](uint32_t (&a)[O_MT][4], int ks) {
 #pragma unroll
-        for (int mt = 0; mt < O_MT; ++mt) ldmatrix_x4(a[mt], p_base + p_row_off + mt * 16 * PCH * 16 + p_swz(2 * ks));
+        for (int mt = 0; mt < O_MT; ++mt) ldmatrix_x4(a[mt], pb + p_row_off + mt * 16 * PCHW * 16 + p_swz(2 * ks));
       };
       if (kFrag8 && compact) {
         // fp8 V fragments: one ldmatrix.trans gives a lane, for 2 chunks of 16 d, the 2 x 2 blocks (keys 2t4,
@@ -833,12 +869,12 @@ struct Verify {
         load_p(a[0], 0);
         load_v(0, 0);
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-          if (ks + 1 < KS) load_p(a[(ks + 1) & 1], ks + 1);
+        for (int ks = 0; ks < KSW; ++ks) {
+          if (ks + 1 < KSW) load_p(a[(ks + 1) & 1], ks + 1);
 #pragma unroll
           for (int cp = 0; cp < CP; ++cp) {
             const int idx = ks * CP + cp;
-            if (idx + 1 < KS * CP) load_v(idx + 1, (idx + 1) & 1);
+            if (idx + 1 < KSW * CP) load_v(idx + 1, (idx + 1) & 1);
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
               uint32_t e0, o0, e1, o1;
@@ -854,7 +890,7 @@ struct Verify {
           }
         }
       } else if (kFrag8) {
-        // the tail step of an fp8 tile: V rows in T, read into the even-d / odd-d n-tiles with 4-byte loads of
+        // a 16-bit step of an fp8 tile: V rows in T, read into the even-d / odd-d n-tiles with 4-byte loads of
         // (d 2g, 2g+1) from the keys 2t4, 2t4+1, 2t4+8, 2t4+9
         const uint8_t* vt = smem + OFF_V + stage * C.v_stage_bytes();
 #pragma unroll 1
@@ -862,7 +898,7 @@ struct Verify {
           uint32_t a[O_MT][4];
 #pragma unroll
           for (int mt = 0; mt < O_MT; ++mt)
-            ldmatrix_x4(a[mt], p_base + swizzle<PCH>(p_row + mt * 16, 2 * ks + (lane >> 4)));
+            ldmatrix_x4(a[mt], pb + swizzle<PCHW>(p_row + mt * 16, 2 * ks + (lane >> 4)));
 #pragma unroll
           for (int sc = 0; sc < ON / 16; ++sc) {
             const int col = on * ON + 16 * sc + 2 * g, key = ks * 16 + 2 * t4;

@@ -651,6 +651,50 @@ TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
   ASSERT_NO_FATAL_FAILURE(run_padded_fp8(m, "mla576_bm64_bn64_s2"));
 }
 
+// The 32-row d128 fp8 tiles take their compact steps two planned steps at a time (verify.cuh: wide steps); a
+// segment whose count of prefix-only steps is odd, or whose partition starts or ends between the two steps of
+// a pair, takes one step the 16-bit way. Prefixes around multiples of 64 and 128, partitions cut at many
+// places, several segments a partition, a page table, an fp16 model, and the modifiers' per-element path on
+// wide steps (a window whose edge falls inside the prefix, a cap, sinks).
+TEST(Fp8, WideStepsAtEveryAlignment) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 81;
+  int runs = 0;
+  for (const char* cfg : {"gqa128_bm32_bn64_s2", "gqa128_bm32_bn64_s3"}) {
+    const ScopedEnv forced("FLASHVERIFY_CONFIG", cfg);
+    for (int variant = 0; variant < 7; ++variant) {
+      CaseSpec s = base_case(false, seed + runs);
+      s.kv_fp8 = true;
+      s.k_scale = 0.5f;
+      s.v_scale = 2.f;
+      s.draft = {8, 3, 6, 1, 8};
+      s.dtype = variant % 2 ? FV_DTYPE_FP16 : FV_DTYPE_BF16;
+      switch (variant) {
+        case 0: s.prefix = {64, 128, 192, 127, 129}; s.num_kv_splits = 1; break;
+        case 1: s.prefix = {1000, 320, 63, 65, 256}; s.num_kv_splits = 3; break;
+        case 2: s.prefix = {4097, 0, 1, 191, 255}; s.num_kv_splits = 5; break;
+        case 3: s.prefix = {2048, 2047, 2049, 640, 1}; s.num_kv_splits = 4096; break;
+        case 4:
+          s.prefix = {3000, 700, 129, 64, 4};
+          s.num_kv_splits = 7;
+          s.addressing = FV_KV_PAGE_TABLE;
+          s.page_size = 16;
+          break;
+        case 5:
+          s.prefix = {3000, 1025, 513, 200, 77};
+          s.num_kv_splits = 2;
+          s.sliding_window = 1500;
+          s.logit_cap = 2.f;
+          s.sinks = true;
+          break;
+        default: s.prefix = {5000, 5000, 383, 384, 385}; s.num_kv_splits = 0; break;
+      }
+      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), (std::string(cfg) + " fp8 wide").c_str()));
+      ++runs;
+    }
+  }
+}
+
 // The Hopper MLA kernel (mla576_wg_bm64_bn64_s2: on an sm_90 device whose library holds it; elsewhere the
 // forced name is ignored and the planner's tile runs the same checks) on what EveryKernel and Modifiers leave
 // out: fp8 pools through a page table, fp8 pools with an fp16 model, a plain fp16 problem, partitions that span
