@@ -139,10 +139,13 @@ struct Verify {
   static constexpr int QCH8 = DQK / 16, VCH8 = DV / 16;  // 16-byte chunks of an fp8 row
   static constexpr bool kFrag8 = kFrag8Shape && S_NT == 2 && S_MT == 2 && QCH8 >= 8 && VCH8 >= 8 &&
                                  QCH8 % KCopy::TPR == 0 && VCH8 % VCopy::TPR == 0 && ON % 32 == 0;
-  // kFrag8 tiles are laid out for wide steps (2 BN keys: compact_step): an S warp owns SNW = 2 SN keys (NT n-tiles),
-  // and P rows hold 2 BN keys (PCHW chunks) in the current stage's K space
-  static constexpr int SNW = kFrag8 ? 2 * SN : SN, NT = SNW / 8, PCHW = kFrag8 ? 2 * PCH : PCH;
-  static_assert(!kFrag8 || (!V_IN_K && C.k_stage_bytes() >= std::size_t(BM) * PCHW * 16), "P fits the K stage");
+  // kWide: kFrag8 tiles of fp16 models take wide compact steps (2 BN keys: compact_step). An S warp owns SNW = 2 SN
+  // keys (NT n-tiles) and P rows hold 2 BN keys (PCHW chunks) in the current stage's K space. H200 (v18, GQA 32/8
+  // N=8 B=16, interleaved x3): fp16 model 497-500 us against 512-517 with 64-key compact steps; bf16 model 569-575
+  // against 551-555 (slower: bf16 widens with 8 instructions a word, fp16 with 3), so bf16 keeps 64-key steps.
+  static constexpr bool kWide = kFrag8 && std::is_same<T, __half>::value;
+  static constexpr int SNW = kWide ? 2 * SN : SN, NT = SNW / 8, PCHW = kWide ? 2 * PCH : PCH;
+  static_assert(!kWide || (!V_IN_K && C.k_stage_bytes() >= std::size_t(BM) * PCHW * 16), "P fits the K stage");
 
   // KV8 choices (bench/NOTES.md, v8):
   // - pairs (opt-in, p.kv8_pairs: FLASHVERIFY_FP8_PAIRS=1 and pool strides multiples of 16 bytes): in
@@ -167,12 +170,11 @@ struct Verify {
   //   shared-memory write-back, no conversion between the copy's arrival and the step's barrier. The step that
   //   reaches the draft tokens (bf16 / fp16 rows) is widened in shared memory as before and read with plain
   //   loads in the same permuted orders.
-  //   Compact steps are wide (compact_step): two planned steps of fp8 rows fill one stage's 16-bit space, so
-  //   one iteration (three barriers, the row statistics, the rescale) covers 2 BN keys; each S warp owns SNW =
-  //   2 SN keys, and P (BM x 2 BN) goes to the stage's K space once S is done (barrier A). The fp8 tile at the
-  //   memory floor's half is bound by its per-step chain, not its bytes (bench/NOTES.md, fp8 paragraph). An odd
-  //   prefix step left over at a segment's end or start takes the 16-bit path, in the wide layout: only warps 0
-  //   and 1 hold its keys.
+  //   kWide (fp16 models): compact steps are wide (compact_step): two planned steps of fp8 rows fill one stage's
+  //   16-bit space, so one iteration (three barriers, the row statistics, the rescale) covers 2 BN keys; each S
+  //   warp owns SNW = 2 SN keys, and P (BM x 2 BN) goes to the stage's K space once S is done (barrier A). The fp8
+  //   tile is bound by its per-step chain, not its bytes (bench/NOTES.md, fp8 paragraph). An odd prefix step left
+  //   over at a segment's end or start takes the 16-bit path, in the wide layout: only warps 0 and 1 hold its keys.
   // (only the fp8 fragment path computes S_MT > 1 m-tiles a warp: the other S paths fill acc[0])
   static_assert(S_MT == 1 || kFrag8, "S_MT > 1 needs the kFrag8 S path");
   using KCopy8 = TileCopy<BN, kFrag8 ? QCH8 : QCH, THREADS, KV_TPR>;
@@ -204,8 +206,8 @@ struct Verify {
 
   // Raw index values of the rows this thread copies in a future step, loaded one step early so that
   // the dependent address arithmetic does not stall the issue of the copies.
-  // kFrag8: a compact step spans two planned steps (wide_step), so a thread's rows of two steps are loaded.
-  static constexpr int kRowPasses = KCopy::PASSES * (kFrag8 ? 2 : 1);
+  // kWide: a compact step spans two planned steps (compact_step), so a thread's rows of two steps are loaded.
+  static constexpr int kRowPasses = KCopy::PASSES * (kWide ? 2 : 1);
   struct RowIdx {
     int64_t raw[kRowPasses];
   };
@@ -224,8 +226,8 @@ struct Verify {
     }
   }
 
-  // compact (kFrag8, a wide step: two steps of prefix keys): the fp8 rows of both steps are copied as they are,
-  // DQK (DV) bytes a row, 2 BN rows in the stage's 16-bit space
+  // compact (kFrag8, a step of prefix keys only; kWide: two steps): the fp8 rows are copied as they are, DQK (DV)
+  // bytes a row (kWide: 2 BN rows in the stage's 16-bit space)
   __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, int hk,
                                     uint8_t* smem, int stage, bool compact) {
     const int r0 = threadIdx.x / KCopy::TPR, c0 = threadIdx.x % KCopy::TPR;
@@ -233,7 +235,7 @@ struct Verify {
     const uint32_t v_base = smem_addr(smem + OFF_V + stage * C.v_stage_bytes());
 #pragma unroll
     for (int pass = 0; pass < kRowPasses; ++pass) {
-      if (pass >= KCopy::PASSES && !(kFrag8 && compact)) break;
+      if (pass >= KCopy::PASSES && !(kWide && compact)) break;
       const int row = r0 + pass * KCopy::RP;
       const int pos = step * BN + row;
       const T* ksrc = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
@@ -443,13 +445,15 @@ struct Verify {
     return p.window <= 0 || step * BN >= s.plen + tok_max - p.window;
   }
 
-  // kFrag8: does the iteration at `step` take a wide step: steps `step` and `step + 1` together (2 BN keys), both
-  // of prefix keys only and both in the segment? Its rows are copied compact, as fp8 bytes. Otherwise an
-  // iteration takes one step (16-bit rows: fp8 prefix rows widened in shared memory, or draft rows).
+  // kFrag8: is `step` a step of prefix keys only (its rows are copied compact, as fp8 bytes)? kWide: does the
+  // iteration at `step` take steps `step` and `step + 1` together (2 BN keys), both of prefix keys only and both in
+  // the segment? Otherwise an iteration takes one step (16-bit rows: fp8 prefix rows widened in shared memory, or
+  // draft rows).
   __device__ static bool compact_step(const Seg& s, int step) {
-    return kFrag8 && step + 1 < s.k_end && (step + 2) * BN <= s.plen;
+    if constexpr (kWide) return step + 1 < s.k_end && (step + 2) * BN <= s.plen;
+    return kFrag8 && (step + 1) * BN <= s.plen;
   }
-  // the first step of the iteration after the one at `step`
+  // kWide: the first step of the iteration after the one at `step`
   __device__ static int next_step(const Seg& s, int step) { return step + (compact_step(s, step) ? 2 : 1); }
 
   // Is draft j visible to draft i of the segment's request? (i, j < n)
@@ -500,20 +504,20 @@ struct Verify {
     // ---- prologue: Q tile + the first STAGES-1 key steps, each its own cp.async group
     load_q(p, s, m_tile, hk, smem);
     RowIdx ri;
-    // kFrag8: fstep is the first step of the next iteration whose rows are to be issued (the other tiles take one
+    // kWide: fstep is the first step of the next iteration whose rows are to be issued (the other tiles take one
     // step an iteration: the step STAGES - 1 ahead, written as such, which keeps their machine code as it was)
     int fstep = s.k_begin;
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
-      const int fs = kFrag8 ? fstep : s.k_begin + st;
+      const int fs = kWide ? fstep : s.k_begin + st;
       if (fs < s.k_end) {
         fetch_rows(p, s, fs, ri);
         issue_rows(p, s, fs, ri, hk, smem, st, compact_step(s, fs));
       }
       cp_async_commit();
-      if constexpr (kFrag8) fstep = next_step(s, fstep);
+      if constexpr (kWide) fstep = next_step(s, fstep);
     }
-    if ((kFrag8 ? fstep : s.k_begin + STAGES - 1) < s.k_end) fetch_rows(p, s, kFrag8 ? fstep : s.k_begin + STAGES - 1, ri);
+    if ((kWide ? fstep : s.k_begin + STAGES - 1) < s.k_end) fetch_rows(p, s, kWide ? fstep : s.k_begin + STAGES - 1, ri);
     FV_TRACE(trace_block(), 2);
 
     // ---- S-warp identity and the draft tokens of its rows (for the tree mask): rows (wm * S_MT + mt) * 16 +
@@ -578,8 +582,8 @@ struct Verify {
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.f;
 
-    for (int step = s.k_begin, iter = 0; step < s.k_end; step = kFrag8 ? next_step(s, step) : step + 1, ++iter) {
-      const int it = kFrag8 ? iter : step - s.k_begin;  // iterations (a wide step takes one stage)
+    for (int step = s.k_begin, iter = 0; step < s.k_end; step = kWide ? next_step(s, step) : step + 1, ++iter) {
+      const int it = kWide ? iter : step - s.k_begin;  // iterations (a wide step takes one stage)
       const int stage = it % STAGES;
       const bool compact = compact_step(s, step);
       cp_async_wait<STAGES - 2>();
@@ -596,17 +600,17 @@ struct Verify {
       // Refill the stage the previous step used, first thing (issuing MLA's refill after its S MMAs was
       // measured 5% slower: bench/NOTES.md v4)
       {
-        const int next = kFrag8 ? fstep : step + STAGES - 1;
+        const int next = kWide ? fstep : step + STAGES - 1;
         if (next < s.k_end) issue_rows(p, s, next, ri, hk, smem, (it + STAGES - 1) % STAGES, compact_step(s, next));
         cp_async_commit();
-        if constexpr (kFrag8) fstep = next_step(s, fstep);
-        const int after = kFrag8 ? fstep : next + 1;
+        if constexpr (kWide) fstep = next_step(s, fstep);
+        const int after = kWide ? fstep : next + 1;
         if (after < s.k_end) fetch_rows(p, s, after, ri);
       }
 
       const uint32_t k_base = smem_addr(smem + OFF_K + stage * C.k_stage_bytes());
-      // (kFrag8: P goes to this stage's K space, free once every warp has passed barrier A)
-      const uint32_t pb = kFrag8 ? k_base : p_base;
+      // (kWide: P goes to this stage's K space, free once every warp has passed barrier A)
+      const uint32_t pb = kWide ? k_base : p_base;
       // ---- S = Q K^T for this warp's S_MT x 16 x SN tile. Fragments for k-step kk+1 are loaded before the MMAs
       // of step kk (the asm statements keep source order, so the pipelining is written out here).
       float acc[S_MT][NT][4];
@@ -622,14 +626,15 @@ struct Verify {
         // and two k-steps (matrices: n-tile 2h / 2h + 1 of k-step 2kk2, then of 2kk2 + 1; h: the 16-key half of
         // the warp's keys); each is widened in registers into the permuted k order of Q and serves both m-tiles
         const uint32_t kb8 = k_base + k8_row_off;
-        uint32_t a[2][2][S_MT][4], kr[2][2][4];
+        constexpr int KH = NT / 2;  // 16-key halves of the warp's keys (kWide: 2)
+        uint32_t a[2][2][S_MT][4], kr[2][KH][4];
         auto load = [&](int kk2, int buf) {
 #pragma unroll
           for (int j = 0; j < 2; ++j)
 #pragma unroll
             for (int mt = 0; mt < S_MT; ++mt) ldmatrix_x4(a[buf][j][mt], qa + mt * 16 * QCH * 16 + q_swz(2 * (2 * kk2 + j)));
 #pragma unroll
-          for (int h = 0; h < 2; ++h) ldmatrix_x4(kr[buf][h], kb8 + h * 16 * QCH8 * 16 + (((2 * kk2) ^ k8_x) << 4));
+          for (int h = 0; h < KH; ++h) ldmatrix_x4(kr[buf][h], kb8 + h * 16 * QCH8 * 16 + (((2 * kk2) ^ k8_x) << 4));
         };
         load(0, 0);
 #pragma unroll
@@ -647,11 +652,11 @@ struct Verify {
         }
       } else if (kFrag8) {
         // a 16-bit step of an fp8 tile: K rows in T (prefix rows widened in shared memory), read in Q's permuted
-        // k order: d 16kk + 4t4 .. +3 of key row g with one 8-byte load. Only warps 0 and 1 hold keys of it (the
-        // warps' S tiles are laid out for wide steps); the others' keys are masked below.
+        // k order: d 16kk + 4t4 .. +3 of key row g with one 8-byte load. kWide: only warps 0 and 1 hold keys of it
+        // (the warps' S tiles are laid out for wide steps); the others' keys are masked below.
         const uint8_t* kt = smem + OFF_K + stage * C.k_stage_bytes();
 #pragma unroll 1
-        for (int kk = 0; kk < (wn * SNW < BN ? DQK / 16 : 0); ++kk) {
+        for (int kk = 0; kk < (!kWide || wn * SNW < BN ? DQK / 16 : 0); ++kk) {
           uint32_t a[S_MT][4];  // (LaneSwizzle takes compile-time chunks only: a runtime index would put it in local memory)
 #pragma unroll
           for (int mt = 0; mt < S_MT; ++mt)
@@ -698,11 +703,11 @@ struct Verify {
 
       // ---- scale; mask keys past the request and draft keys outside the tree
       const int key0 = step * BN + wn * SNW;
-      // this step reaches the draft tokens or the end of the request (kFrag8: or it is a 16-bit step, whose S
+      // this step reaches the draft tokens or the end of the request (kWide: or it is a 16-bit step, whose S
       // tiles hold keys of the next step too: keys from key_end on are masked)
-      const bool tail = (step + 1) * BN > s.plen || (kFrag8 && !compact);
+      const bool tail = (step + 1) * BN > s.plen || (kWide && !compact);
       const bool all_prefix = !tail;
-      const int key_end = kFrag8 && !compact ? min(s.len, (step + 1) * BN) : s.len;
+      const int key_end = kWide && !compact ? min(s.len, (step + 1) * BN) : s.len;
       float mx[S_MT][2];
 #pragma unroll
       for (int mt = 0; mt < S_MT; ++mt) mx[mt][0] = mx[mt][1] = -INFINITY;
@@ -851,7 +856,7 @@ struct Verify {
             }
         }
       }
-      constexpr int KS = BN / 16, KSW = kFrag8 ? 2 * KS : KS;  // k-steps of a step, of a wide step
+      constexpr int KS = BN / 16, KSW = kWide ? 2 * KS : KS;  // k-steps of a step, of a wide step
       auto load_p = [&](uint32_t (&a)[O_MT][4], int ks) {
 #pragma unroll
         for (int mt = 0; mt < O_MT; ++mt) ldmatrix_x4(a[mt], pb + p_row_off + mt * 16 * PCHW * 16 + p_swz(2 * ks));

@@ -651,25 +651,25 @@ TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
   ASSERT_NO_FATAL_FAILURE(run_padded_fp8(m, "mla576_bm64_bn64_s2"));
 }
 
-// The 32-row d128 fp8 tiles take their compact steps two planned steps at a time (verify.cuh: wide steps); a
-// segment whose count of prefix-only steps is odd, or whose partition starts or ends between the two steps of
-// a pair, takes one step the 16-bit way. Prefixes around multiples of 64 and 128, partitions cut at many
-// places, several segments a partition, a page table, an fp16 model, and the modifiers' per-element path on
-// wide steps (a window whose edge falls inside the prefix, a cap, sinks).
+// The 32-row d128 fp8 tiles of fp16 models take their compact steps two planned steps at a time (verify.cuh:
+// kWide); a segment whose count of prefix-only steps is odd, or whose partition starts or ends between the two
+// steps of a pair, takes one step the 16-bit way. Prefixes around multiples of 64 and 128, partitions cut at
+// many places, several segments a partition, a page table, and the modifiers' per-element path on wide steps (a
+// window whose edge falls inside the prefix, a cap, sinks); each in both model dtypes (bf16: 64-key steps).
 TEST(Fp8, WideStepsAtEveryAlignment) {
   REQUIRE_GPU();
   const uint64_t seed = fvt::session_seed() + 81;
   int runs = 0;
   for (const char* cfg : {"gqa128_bm32_bn64_s2", "gqa128_bm32_bn64_s3"}) {
     const ScopedEnv forced("FLASHVERIFY_CONFIG", cfg);
-    for (int variant = 0; variant < 7; ++variant) {
+    for (int variant = 0; variant < 14; ++variant) {
       CaseSpec s = base_case(false, seed + runs);
       s.kv_fp8 = true;
       s.k_scale = 0.5f;
       s.v_scale = 2.f;
       s.draft = {8, 3, 6, 1, 8};
       s.dtype = variant % 2 ? FV_DTYPE_FP16 : FV_DTYPE_BF16;
-      switch (variant) {
+      switch (variant / 2) {
         case 0: s.prefix = {64, 128, 192, 127, 129}; s.num_kv_splits = 1; break;
         case 1: s.prefix = {1000, 320, 63, 65, 256}; s.num_kv_splits = 3; break;
         case 2: s.prefix = {4097, 0, 1, 191, 255}; s.num_kv_splits = 5; break;
