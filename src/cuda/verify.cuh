@@ -626,7 +626,7 @@ struct Verify {
         // and two k-steps (matrices: n-tile 2h / 2h + 1 of k-step 2kk2, then of 2kk2 + 1; h: the 16-key half of
         // the warp's keys); each is widened in registers into the permuted k order of Q and serves both m-tiles
         const uint32_t kb8 = k_base + k8_row_off;
-        constexpr int KH = NT / 2;  // 16-key halves of the warp's keys (kWide: 2)
+        constexpr int KH = NT >= 2 ? NT / 2 : 1;  // 16-key halves of a warp's keys (kWide: 2)
         uint32_t a[2][2][S_MT][4], kr[2][KH][4];
         auto load = [&](int kk2, int buf) {
 #pragma unroll
