@@ -172,9 +172,10 @@ struct Verify {
   //   loads in the same permuted orders.
   //   kWide (fp16 models): compact steps are wide (compact_step): two planned steps of fp8 rows fill one stage's
   //   16-bit space, so one iteration (three barriers, the row statistics, the rescale) covers 2 BN keys; each S
-  //   warp owns SNW = 2 SN keys, and P (BM x 2 BN) goes to the stage's K space once S is done (barrier A). The fp8
-  //   tile is bound by its per-step chain, not its bytes (bench/NOTES.md, fp8 paragraph). An odd prefix step left
-  //   over at a segment's end or start takes the 16-bit path, in the wide layout: only warps 0 and 1 hold its keys.
+  //   warp owns SNW = 2 SN keys, and P (BM x 2 BN) goes to the stage's K space once S is done (barrier A). An odd
+  //   prefix step left over at a segment's end or start takes the 16-bit path, in the wide layout: only warps 0
+  //   and 1 hold its keys. (Halving the per-step chain gained 3%: the tile is bound mostly by its per-key
+  //   instruction stream; bench/NOTES.md, fp8 paragraph.)
   // (only the fp8 fragment path computes S_MT > 1 m-tiles a warp: the other S paths fill acc[0])
   static_assert(S_MT == 1 || kFrag8, "S_MT > 1 needs the kFrag8 S path");
   using KCopy8 = TileCopy<BN, kFrag8 ? QCH8 : QCH, THREADS, KV_TPR>;
@@ -517,7 +518,8 @@ struct Verify {
       cp_async_commit();
       if constexpr (kWide) fstep = next_step(s, fstep);
     }
-    if ((kWide ? fstep : s.k_begin + STAGES - 1) < s.k_end) fetch_rows(p, s, kWide ? fstep : s.k_begin + STAGES - 1, ri);
+    if ((kWide ? fstep : s.k_begin + STAGES - 1) < s.k_end)
+      fetch_rows(p, s, kWide ? fstep : s.k_begin + STAGES - 1, ri);  // (a named value here moved 33 kernels' code)
     FV_TRACE(trace_block(), 2);
 
     // ---- S-warp identity and the draft tokens of its rows (for the tree mask): rows (wm * S_MT + mt) * 16 +
@@ -564,8 +566,9 @@ struct Verify {
       const int chunk = (on * ON) / 8 + 2 * np + (lane >> 4);
       v_col_off[np] = swizzle<VROW_CHUNKS>(v_row, chunk) - v_row * VROW_CHUNKS * 16;
     }
-    // kFrag8, compact (wide) steps: K lane L reads key rows wn*SNW + 16h + (L & 15) (n-tile 2h + ((L >> 3) & 1)),
-    // 16-byte chunk 2kk2 + (L >> 4) of the fp8 row; V lanes read the fp8 rows v_row, chunks on*ON/16 + 2cp + (lane >> 4)
+    // kFrag8, compact steps: K lane L reads key rows wn*SNW + 16h + (L & 15) (n-tile 2h + ((L >> 3) & 1); h = 0
+    // unless kWide), 16-byte chunk 2kk2 + (L >> 4) of the fp8 row; V lanes read the fp8 rows v_row, chunks
+    // on*ON/16 + 2cp + (lane >> 4)
     const int k8_row = wn * SNW + (lane & 15);
     const uint32_t k8_row_off = k8_row * QCH8 * 16;
     const int k8_x = (k8_row & 7) ^ (lane >> 4);  // swizzle<QCH8>(k8_row, c + (lane >> 4)) = (c ^ k8_x) * 16, c even
