@@ -162,9 +162,10 @@ typedef struct fv_problem {
   int32_t kv_dtype;     /* fv_dtype of k_pool / v_pool: 0 = same as dtype, or FV_DTYPE_FP8_E4M3 (an fp8
                            KV cache: prefix keys and values are the decoded bytes; fv_args.k_scale and
                            v_scale apply as SGLang applies them; the draft K/V stay in dtype). NaN
-                           codes (0x7f, 0xff): for bf16 models the fast kernel's in-register widening
-                           (GQA d128 with group x drafts <= 32, steps of prefix keys only) reads them as
-                           +-480; every other path, fp16 models and the reference kernels keep NaN */
+                           codes (0x7f, 0xff): for bf16 models on sm_80 / sm_86 the fast kernel's
+                           in-register widening (GQA d128 with group x drafts <= 32, steps of prefix keys
+                           only) reads them as +-480; every other path, GPU and model dtype, and the
+                           reference kernels keep NaN */
 } fv_problem;
 
 /* One verify call. Strides are in elements; the last dimension of every tensor is contiguous. */

@@ -139,11 +139,23 @@ struct Verify {
   static constexpr int QCH8 = DQK / 16, VCH8 = DV / 16;  // 16-byte chunks of an fp8 row
   static constexpr bool kFrag8 = kFrag8Shape && S_NT == 2 && S_MT == 2 && QCH8 >= 8 && VCH8 >= 8 &&
                                  QCH8 % KCopy::TPR == 0 && VCH8 % VCopy::TPR == 0 && ON % 32 == 0;
-  // kWide: kFrag8 tiles of fp16 models take wide compact steps (2 BN keys: compact_step). An S warp owns SNW = 2 SN
-  // keys (NT n-tiles) and P rows hold 2 BN keys (PCHW chunks) in the current stage's K space. H200 (v18, GQA 32/8
-  // N=8 B=16, interleaved x3): fp16 model 497-500 us against 512-517 with 64-key compact steps; bf16 model 569-575
-  // against 551-555 (slower: bf16 widens with 8 instructions a word, fp16 with 3), so bf16 keeps 64-key steps.
-  static constexpr bool kWide = kFrag8 && std::is_same<T, __half>::value;
+  // kF16: bf16-model kFrag8 tiles multiply their compact steps in fp16 (TM): K and V bytes widen with the hardware
+  // e4m3x2 -> f16x2 conversion (3 instructions a 4-byte word; the bf16 route takes 8), Q is converted to fp16 once
+  // a segment with a power-of-two scale (permute_q_f16: exact, bf16's 8 significant bits fit fp16's 11), P is
+  // fp16 (in [0, 1]: v_scale is not folded into it but applied to the output, and draft keys count 1 / v_scale).
+  // Steps with draft keys stay in bf16.
+  // (sm_89+ only: before sm_89 the e4m3 -> f16 conversion is emulated, and bf16's bit moves are shorter)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  static constexpr bool kF16 = false;
+#else
+  static constexpr bool kF16 = kFrag8 && std::is_same<T, __nv_bfloat16>::value;
+#endif
+  using TM = typename std::conditional<kF16, __half, T>::type;  // compact steps' operand type
+  // kWide: kFrag8 tiles whose compact steps multiply in fp16 take wide compact steps (2 BN keys: compact_step). An S
+  // warp owns SNW = 2 SN keys (NT n-tiles) and P rows hold 2 BN keys (PCHW chunks) in the current stage's K space.
+  // H200 (v18, GQA 32/8 N=8 B=16, interleaved x3): fp16 model 497-500 us against 512-517 with 64-key compact
+  // steps; bf16 products 569-575 against 551-555 (slower: bf16 widens with 8 instructions a word, fp16 with 3).
+  static constexpr bool kWide = kFrag8 && std::is_same<TM, __half>::value;
   static constexpr int SNW = kWide ? 2 * SN : SN, NT = SNW / 8, PCHW = kWide ? 2 * PCH : PCH;
   static_assert(!kWide || (!V_IN_K && C.k_stage_bytes() >= std::size_t(BM) * PCHW * 16), "P fits the K stage");
 
@@ -439,6 +451,52 @@ struct Verify {
     }
   }
 
+  // kF16: permute Q as permute_q does and convert it to fp16 scaled by 2^-e, e chosen so that the tile's largest
+  // finite |q| lands in [2^14, 2^15): every value within 2^28 of it converts exactly (bf16's 8 significant bits fit
+  // fp16's 11), smaller ones round into fp16's subnormals. Returns 2^e, the factor the scores take. One extra
+  // barrier (the tile-wide maximum, through `red`: red_max, free at a segment's start and written again only after
+  // the step's barrier W).
+  __device__ static float permute_q_f16(uint8_t* smem, float* red) {
+    permute_q(smem);  // (the groups this thread copied, as every step below)
+    // the 16-byte chunks of this thread's groups: 2 a group
+    auto chunk = [smem](int i, int c) {
+      const int gi = threadIdx.x + i * THREADS, row = gi / (QCH / 2), grp = gi % (QCH / 2);
+      return reinterpret_cast<uint4*>(smem + OFF_Q + swizzle<QCH>(row, 2 * grp + c));
+    };
+    auto fin = [](float v) { return fabsf(v) <= 3.4e38f ? fabsf(v) : 0.f; };  // (an inf must not scale the others)
+    float mx = 0.f;
+#pragma unroll
+    for (int i = 0; i < QGROUPS / THREADS; ++i)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const uint4 x = *chunk(i, c);
+        for (uint32_t w : {x.x, x.y, x.z, x.w})
+          mx = fmaxf(mx, fmaxf(fin(__uint_as_float(w << 16)), fin(__uint_as_float(w & 0xffff0000u))));
+      }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
+    __syncthreads();
+    float m = 0.f;
+#pragma unroll
+    for (int w = 0; w < THREADS / 32; ++w) m = fmaxf(m, red[w]);
+    const int e = m > 0.f ? min(max(ilogbf(m) - 14, -110), 114) : 0;
+    const float down = ldexpf(1.f, -e);
+    auto cvt = [down](uint32_t w) {  // a bf16 pair -> the fp16 pair of its values x 2^-e
+      const __half2 h = __floats2half2_rn(__uint_as_float(w << 16) * down, __uint_as_float(w & 0xffff0000u) * down);
+      return *reinterpret_cast<const uint32_t*>(&h);
+    };
+#pragma unroll
+    for (int i = 0; i < QGROUPS / THREADS; ++i)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        uint4* q = chunk(i, c);
+        const uint4 x = *q;
+        *q = make_uint4(cvt(x.x), cvt(x.y), cvt(x.z), cvt(x.w));
+      }
+    return ldexpf(1.f, e);
+  }
+
   // MODS: may a step take the uniform prefix scale? All its keys are prefix keys (not `tail`), no sliding window hides
   // any of them from any row of the tile (rows hold drafts <= tok_max), and there is no cap or temperature.
   __device__ static bool uniform_step(const VerifyParams& p, const Seg& s, int step, bool tail, int tok_max) {
@@ -585,6 +643,12 @@ struct Verify {
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.f;
 
+    // kF16: the factor the scores take for Q's fp16 scaling (permute_q_f16); the output's v_scale and the draft
+    // keys' 1 / v_scale (a |v_scale| below 2^-100 counts as 2^-100: 1 / v_scale must stay finite)
+    float qx = 1.f;
+    const float vs_out =
+        kF16 && MODS ? (fabsf(p.v_scale) >= 0x1p-100f ? p.v_scale : copysignf(0x1p-100f, p.v_scale)) : 1.f;
+    const float inv_vs = kF16 && MODS ? 1.f / vs_out : 1.f;
     for (int step = s.k_begin, iter = 0; step < s.k_end; step = kWide ? next_step(s, step) : step + 1, ++iter) {
       const int it = kWide ? iter : step - s.k_begin;  // iterations (a wide step takes one stage)
       const int stage = it % STAGES;
@@ -592,7 +656,10 @@ struct Verify {
       cp_async_wait<STAGES - 2>();
       // (early widening: the previous step widened this one, except for the segment's first step)
       if constexpr (kFrag8) {
-        if (it == 0) permute_q(smem);
+        if (it == 0) {
+          if constexpr (kF16) qx = permute_q_f16(smem, red_max);
+          else permute_q(smem);
+        }
         if (!compact) widen_fp8(p, s, step, smem, stage);
       } else if constexpr (KV8) {
         if (!kWidenEarly || it == 0) widen_fp8(p, s, step, smem, stage);
@@ -648,9 +715,9 @@ struct Verify {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
               uint32_t b0, b1;
-              e4m3x4_frag<T>(kr[kk2 & 1][nt >> 1][2 * j + (nt & 1)], b0, b1);
+              e4m3x4_frag<TM>(kr[kk2 & 1][nt >> 1][2 * j + (nt & 1)], b0, b1);
 #pragma unroll
-              for (int mt = 0; mt < S_MT; ++mt) mma_16816<T>(acc[mt][nt], a[kk2 & 1][j][mt], b0, b1);
+              for (int mt = 0; mt < S_MT; ++mt) mma_16816<TM>(acc[mt][nt], a[kk2 & 1][j][mt], b0, b1);
             }
         }
       } else if (kFrag8) {
@@ -662,8 +729,16 @@ struct Verify {
         for (int kk = 0; kk < (!kWide || wn * SNW < BN ? DQK / 16 : 0); ++kk) {
           uint32_t a[S_MT][4];  // (LaneSwizzle takes compile-time chunks only: a runtime index would put it in local memory)
 #pragma unroll
-          for (int mt = 0; mt < S_MT; ++mt)
+          for (int mt = 0; mt < S_MT; ++mt) {
             ldmatrix_x4(a[mt], q_base + swizzle<QCH>(q_row + mt * 16, 2 * kk + (lane >> 4)));
+            if constexpr (kF16) {  // Q is fp16 (x 2^-e) in shared memory: back to bf16 pairs, exactly
+#pragma unroll
+              for (int r = 0; r < 4; ++r) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&a[mt][r]));
+                a[mt][r] = pack2<T>(f.x, f.y);
+              }
+            }
+          }
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             const int row = wn * SNW + nt * 8 + g;
@@ -719,7 +794,7 @@ struct Verify {
         // (MODS: k_scale folded in), no per-element tests. Written as its own branch: with the tail test
         // inside the element loop the compiler kept the position arithmetic in the hot path (bench/NOTES.md
         // v8).
-        const float scale = MODS ? p.scale_log2_prefix : p.scale_log2;
+        const float scale = (MODS ? p.scale_log2_prefix : p.scale_log2) * (kF16 ? qx : 1.f);
 #pragma unroll
         for (int mt = 0; mt < S_MT; ++mt)
 #pragma unroll
@@ -737,7 +812,7 @@ struct Verify {
           for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              float v = acc[mt][nt][e] * p.scale_log2;
+              float v = acc[mt][nt][e] * (p.scale_log2 * (kF16 ? qx : 1.f));
               const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
               const int tk = tok[mt][e >> 1];
               if (pos >= key_end) v = -INFINITY;
@@ -760,7 +835,7 @@ struct Verify {
               const int pos = key0 + nt * 8 + 2 * t4 + (e & 1);
               const int tk = tok[mt][e >> 1];
               const bool pre = pos < s.plen;
-              float v = acc[mt][nt][e] * (pre ? p.scale_nat_prefix : p.scale_nat);
+              float v = acc[mt][nt][e] * ((pre ? p.scale_nat_prefix : p.scale_nat) * (kF16 ? qx : 1.f));
               if (p.logit_cap > 0.f) v = p.logit_cap * tanh_clamped(v * p.inv_logit_cap);
               v *= rowmul[mt][e >> 1];
               if (pos >= key_end) {
@@ -812,17 +887,23 @@ struct Verify {
           sum[0] += p0 + p1;
           sum[1] += p2 + p3;
           if (MODS && p.v_scale != 1.f) {
-            // prefix values count v_scale times: folded into P (the row sums above stay unscaled)
+            // prefix values count v_scale times: folded into P (the row sums above stay unscaled). kF16: the output
+            // takes v_scale (vs_out) and draft values count 1 / v_scale here, so that fp16 P stays within [0, 1]
             const int pos0 = key0 + nt * 8 + 2 * t4;
-            if (all_prefix || pos0 < s.plen) { p0 *= p.v_scale; p2 *= p.v_scale; }
-            if (all_prefix || pos0 + 1 < s.plen) { p1 *= p.v_scale; p3 *= p.v_scale; }
+            if constexpr (kF16) {
+              if (!(all_prefix || pos0 < s.plen)) { p0 *= inv_vs; p2 *= inv_vs; }
+              if (!(all_prefix || pos0 + 1 < s.plen)) { p1 *= inv_vs; p3 *= inv_vs; }
+            } else {
+              if (all_prefix || pos0 < s.plen) { p0 *= p.v_scale; p2 *= p.v_scale; }
+              if (all_prefix || pos0 + 1 < s.plen) { p1 *= p.v_scale; p3 *= p.v_scale; }
+            }
           }
           const int chunk = (wn * SNW + nt * 8) / 8;
           const uint32_t off_in_chunk = 4 * t4;  // two 16-bit values per thread
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + swizzle<PCHW>(srow[mt][0], chunk) + off_in_chunk),
-                       "r"(pack2<T>(p0, p1)));
+                       "r"(kF16 && compact ? pack2<TM>(p0, p1) : pack2<T>(p0, p1)));
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pb + swizzle<PCHW>(srow[mt][1], chunk) + off_in_chunk),
-                       "r"(pack2<T>(p2, p3)));
+                       "r"(kF16 && compact ? pack2<TM>(p2, p3) : pack2<T>(p2, p3)));
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -886,13 +967,13 @@ struct Verify {
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
               uint32_t e0, o0, e1, o1;
-              e4m3x4_frag<T>(vr[idx & 1][2 * j], e0, o0);
-              e4m3x4_frag<T>(vr[idx & 1][2 * j + 1], e1, o1);
+              e4m3x4_frag<TM>(vr[idx & 1][2 * j], e0, o0);
+              e4m3x4_frag<TM>(vr[idx & 1][2 * j + 1], e1, o1);
               const int sc = 2 * cp + j;  // chunk of the warp's columns: n-tiles 2sc (even d), 2sc + 1 (odd d)
 #pragma unroll
               for (int mt = 0; mt < O_MT; ++mt) {
-                mma_16816<T>(o[mt][2 * sc], a[ks & 1][mt], e0, e1);
-                mma_16816<T>(o[mt][2 * sc + 1], a[ks & 1][mt], o0, o1);
+                mma_16816<TM>(o[mt][2 * sc], a[ks & 1][mt], e0, e1);
+                mma_16816<TM>(o[mt][2 * sc + 1], a[ks & 1][mt], o0, o1);
               }
             }
           }
@@ -993,6 +1074,7 @@ struct Verify {
         float inv = l > 0.f ? 1.f / l : 0.f;
         // a sink joins the denominator once: here when the request is not split, else in the combine
         if (final_out && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[h] * kLog2e, m, l, inv);
+        if constexpr (kF16) inv *= vs_out;  // (kF16: prefix values' v_scale, kept out of P)
         const int64_t tok = s.qo0 + i;
         const float lse2 = lse_log2(m, l);
         if (final_out) {

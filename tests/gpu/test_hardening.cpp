@@ -651,18 +651,19 @@ TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
   ASSERT_NO_FATAL_FAILURE(run_padded_fp8(m, "mla576_bm64_bn64_s2"));
 }
 
-// The 32-row d128 fp8 tiles of fp16 models take their compact steps two planned steps at a time (verify.cuh:
-// kWide); a segment whose count of prefix-only steps is odd, or whose partition starts or ends between the two
-// steps of a pair, takes one step the 16-bit way. Prefixes around multiples of 64 and 128, partitions cut at
-// many places, several segments a partition, a page table, and the modifiers' per-element path on wide steps (a
-// window whose edge falls inside the prefix, a cap, sinks); each in both model dtypes (bf16: 64-key steps).
+// The 32-row d128 fp8 tiles multiply their compact steps in fp16 (bf16 models too: verify.cuh kF16), two planned
+// steps at a time (kWide); a segment whose count of prefix-only steps is odd, or whose partition starts or ends
+// between the two steps of a pair, takes one step the 16-bit way. Prefixes around multiples of 64 and 128,
+// partitions cut at many places, several segments a partition, a page table, the modifiers' per-element path on
+// wide steps (a window whose edge falls inside the prefix, a cap, sinks), v_scale far from 1 (1e4, 1e-38) and
+// negative; each in both model dtypes.
 TEST(Fp8, WideStepsAtEveryAlignment) {
   REQUIRE_GPU();
   const uint64_t seed = fvt::session_seed() + 81;
   int runs = 0;
   for (const char* cfg : {"gqa128_bm32_bn64_s2", "gqa128_bm32_bn64_s3"}) {
     const ScopedEnv forced("FLASHVERIFY_CONFIG", cfg);
-    for (int variant = 0; variant < 14; ++variant) {
+    for (int variant = 0; variant < 20; ++variant) {
       CaseSpec s = base_case(false, seed + runs);
       s.kv_fp8 = true;
       s.k_scale = 0.5f;
@@ -687,7 +688,11 @@ TEST(Fp8, WideStepsAtEveryAlignment) {
           s.logit_cap = 2.f;
           s.sinks = true;
           break;
-        default: s.prefix = {5000, 5000, 383, 384, 385}; s.num_kv_splits = 0; break;
+        case 6: s.prefix = {5000, 5000, 383, 384, 385}; s.num_kv_splits = 0; break;
+        // v_scale far from 1 either way, and negative: bf16 models keep it out of their fp16 P (kF16)
+        case 7: s.prefix = {3000, 700, 129, 64, 4}; s.num_kv_splits = 3; s.k_scale = 0.25f; s.v_scale = 1e4f; break;
+        case 8: s.prefix = {1000, 320, 63, 65, 256}; s.num_kv_splits = 0; s.v_scale = -0.75f; break;
+        default: s.prefix = {2048, 2047, 2049, 640, 1}; s.num_kv_splits = 5; s.v_scale = 1e-38f; break;
       }
       ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), (std::string(cfg) + " fp8 wide").c_str()));
       ++runs;
