@@ -306,6 +306,13 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     f16.dtype = FV_DTYPE_FP16;
     add("gqa32/8 d128 n8 p32k b16 fp16", f16);
     add("gqa32/8 d128 n8 p32k b16 fp16 [fp8 kv]", fvt::with_fp8(f16, 0.5f, 1.5f));
+    // fp8 pools on the 32-row tile (fp8 keys multiplied from registers) at batch 1, where a CTA takes a few steps
+    CaseSpec b1 = uniform(false, 32, 8, 128, 8, 32768, 1);
+    add("gqa32/8 d128 n8 p32k b1 [fp8 kv]", fvt::with_fp8(b1, 0.5f, 1.5f));
+    b1.dtype = FV_DTYPE_FP16;
+    add("gqa32/8 d128 n8 p32k b1 fp16 [fp8 kv]", fvt::with_fp8(b1, 0.5f, 1.5f));
+    add("gqa4/1 d128 n8 p32k b1", uniform(false, 4, 1, 128, 8, 32768, 1));
+    add("gqa4/1 d128 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 4, 1, 128, 8, 32768, 1), 0.5f, 1.5f));
     add("mla h16 n8 p4k b1", uniform(true, 16, 1, 0, 8, 4096, 1));
     add("mla h16 n8 p32k b16", uniform(true, 16, 1, 0, 8, 32768, 16));
     add("mla h16 n64 p32k b1", uniform(true, 16, 1, 0, 64, 32768, 1));
