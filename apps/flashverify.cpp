@@ -313,6 +313,13 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa32/8 d128 n8 p32k b1 fp16 [fp8 kv]", fvt::with_fp8(b1, 0.5f, 1.5f));
     add("gqa4/1 d128 n8 p32k b1", uniform(false, 4, 1, 128, 8, 32768, 1));
     add("gqa4/1 d128 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 4, 1, 128, 8, 32768, 1), 0.5f, 1.5f));
+    // the batches around the planner's switch from 64-key to wide steps (plan.cpp: kFp8NarrowMaxBatch)
+    for (int b : {2, 4, 8}) {
+      CaseSpec g = uniform(false, 32, 8, 128, 8, 32768, b);
+      add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " [fp8 kv]", fvt::with_fp8(g, 0.5f, 1.5f));
+      g.dtype = FV_DTYPE_FP16;
+      add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fvt::with_fp8(g, 0.5f, 1.5f));
+    }
     add("mla h16 n8 p4k b1", uniform(true, 16, 1, 0, 8, 4096, 1));
     add("mla h16 n8 p32k b16", uniform(true, 16, 1, 0, 8, 32768, 16));
     add("mla h16 n64 p32k b1", uniform(true, 16, 1, 0, 64, 32768, 1));

@@ -160,6 +160,19 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   const TileConfig* cfg = choose_config(p, props, &st);
   if (!cfg) return st;
   plan->cfg = cfg;
+  // fp8 pools on the 32-row d128 tiles: batches of at most kFp8NarrowMaxBatch take the kernel with 64-key compact
+  // steps in the model's dtype (verify_kernel_narrow), larger ones the wide steps. H200, GQA 32/8 N=8 P=32K, bf16 /
+  // fp16 model, narrow vs wide (bench/NOTES.md v19): b1 51.8 / 49.9 vs 70.0 / 66.0 us, B=2 88.8 vs 116.5, B=4
+  // 155.4 / 148.0 vs 172.5 / 166.4, B=8 286.0 / 268.8 vs 284.3 / 272.5 (even), B=16 554.5 / 515.5 vs 515.7 / 493.9;
+  // GQA 4/1 b1 22.6 vs 34.3. FLASHVERIFY_FP8_WIDE=0 / 1 forces the narrow / wide kernel (benchmark A/B, tests); read
+  // per call.
+  if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && (cfg->id == kGqa128Bm32 || cfg->id == kGqa128Bm32S3)) {
+    plan->fp8_narrow = p.batch_size <= kFp8NarrowMaxBatch;
+    if (const char* v = std::getenv("FLASHVERIFY_FP8_WIDE")) {
+      if (std::strcmp(v, "0") == 0) plan->fp8_narrow = true;
+      if (std::strcmp(v, "1") == 0) plan->fp8_narrow = false;
+    }
+  }
   plan->m_tiles = static_cast<int>(ceil_div(int64_t(plan->group) * p.max_draft, cfg->bm));
   plan->ctas_per_sm = estimate_ctas_per_sm(*cfg, props);
   const int64_t base = int64_t(plan->m_tiles) * p.num_kv_heads;

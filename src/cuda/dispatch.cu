@@ -23,6 +23,8 @@ namespace fv {
 
 template <int CFG, class T, bool MODS, bool KV8>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream);
+template <int CFG, class T>
+cudaError_t launch_verify_narrow(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #if defined(FV_HAVE_WG_KERNEL)
 // the Hopper MLA kernel (verify_wg.cuh; src/cuda/wg/verify_mla_wg.cu, sm_90a code)
 template <class T, bool KV8>
@@ -107,9 +109,12 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
   }
 }
 
-// fp8 pools always take the modifiers' instantiation (their k_scale / v_scale live there)
+// fp8 pools always take the modifiers' instantiation (their k_scale / v_scale live there); `narrow` (Plan::fp8_narrow):
+// the 32-row tiles' kernel with 64-key compact steps
 template <class T>
-cudaError_t launch_verify_for(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
+cudaError_t launch_verify_for(int cfg, bool narrow, const VerifyParams& p, dim3 grid, cudaStream_t s) {
+  if (p.kv_fp8 && narrow && cfg == kGqa128Bm32) return launch_verify_narrow<kGqa128Bm32, T>(p, grid, s);
+  if (p.kv_fp8 && narrow && cfg == kGqa128Bm32S3) return launch_verify_narrow<kGqa128Bm32S3, T>(p, grid, s);
   if (p.kv_fp8) return launch_verify_cfg<T, true, true>(cfg, p, grid, s);
   return p.mods ? launch_verify_cfg<T, true, false>(cfg, p, grid, s) : launch_verify_cfg<T, false, false>(cfg, p, grid, s);
 }
@@ -346,8 +351,8 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
 
   const dim3 grid(static_cast<unsigned>(plan.m_tiles), static_cast<unsigned>(plan.num_parts),
                   static_cast<unsigned>(pb.num_kv_heads));
-  err = pb.dtype == FV_DTYPE_BF16 ? launch_verify_for<__nv_bfloat16>(cfg.id, p, grid, s)
-                                  : launch_verify_for<__half>(cfg.id, p, grid, s);
+  err = pb.dtype == FV_DTYPE_BF16 ? launch_verify_for<__nv_bfloat16>(cfg.id, plan.fp8_narrow, p, grid, s)
+                                  : launch_verify_for<__half>(cfg.id, plan.fp8_narrow, p, grid, s);
   if (err != cudaSuccess) return cuda_fail(err, cfg.name);
 
   if (plan.max_slots > 0) {

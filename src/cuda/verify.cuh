@@ -93,7 +93,9 @@ __device__ __forceinline__ float tanh_clamped(float x) {
 // registers and instructions are untouched)
 // KV8: the KV pools hold fp8 e4m3 bytes (prefix rows copied 8 bytes a chunk into the second half of their
 // 16-byte slot, then widened in place by the thread that copied them, before the step's first barrier)
-template <int CFG, class T, bool MODS, bool KV8>
+// NARROW: the fp8 32-row tiles without kF16 and kWide below (64-key compact steps in the model's dtype: the tiles as
+// they were before v18), for small batches (verify_kernel_narrow; plan.cpp)
+template <int CFG, class T, bool MODS, bool KV8, bool NARROW = false>
 struct Verify {
   static constexpr TileConfig C = kTileConfigs[CFG];
   static constexpr int BM = C.bm, BN = C.bn, DQK = C.dqk, DV = C.dv;
@@ -148,14 +150,16 @@ struct Verify {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
   static constexpr bool kF16 = false;
 #else
-  static constexpr bool kF16 = kFrag8 && std::is_same<T, __nv_bfloat16>::value;
+  static constexpr bool kF16 = kFrag8 && !NARROW && std::is_same<T, __nv_bfloat16>::value;
 #endif
   using TM = typename std::conditional<kF16, __half, T>::type;  // compact steps' operand type
   // kWide: kFrag8 tiles whose compact steps multiply in fp16 take wide compact steps (2 BN keys: compact_step). An S
   // warp owns SNW = 2 SN keys (NT n-tiles) and P rows hold 2 BN keys (PCHW chunks) in the current stage's K space.
   // H200 (v18, GQA 32/8 N=8 B=16, interleaved x3): fp16 model 497-500 us against 512-517 with 64-key compact
   // steps; bf16 products 569-575 against 551-555 (slower: bf16 widens with 8 instructions a word, fp16 with 3).
-  static constexpr bool kWide = kFrag8 && std::is_same<TM, __half>::value;
+  // H200 (v19): at small batches the wide steps lose (GQA 32/8 N=8 P=32K b1: 66-70 us against 50-52 with 64-key steps;
+  // even at B=8, ahead from B=16): NARROW keeps 64-key steps there (plan.cpp).
+  static constexpr bool kWide = kFrag8 && !NARROW && std::is_same<TM, __half>::value;
   static constexpr int SNW = kWide ? 2 * SN : SN, NT = SNW / 8, PCHW = kWide ? 2 * PCH : PCH;
   static_assert(!kWide || (!V_IN_K && C.k_stage_bytes() >= std::size_t(BM) * PCHW * 16), "P fits the K stage");
 
@@ -1237,6 +1241,26 @@ __global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG]
 #endif
   } else {
     Verify<CFG, T, MODS, KV8>::run(p, smem);
+  }
+#endif
+}
+
+// The fp8 32-row tiles with 64-key compact steps in the model's dtype (Verify's NARROW; launched by
+// launch_verify_narrow, chosen by the planner: plan.cpp). A kernel of its own, so that the other kernels keep their names.
+template <int CFG, class T>
+__global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG].min_blocks_per_sm)
+    verify_kernel_narrow(const __grid_constant__ VerifyParams p) {
+  static_assert(CFG == kGqa128Bm32 || CFG == kGqa128Bm32S3, "the 32-row d128 tiles only");
+  extern __shared__ __align__(128) uint8_t smem[];
+#if defined(__CUDA_ARCH__)
+  if constexpr (kTileConfigs[CFG].large_smem) {
+#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200
+    Verify<CFG, T, true, true, true>::run(p, smem);
+#else
+    __trap();
+#endif
+  } else {
+    Verify<CFG, T, true, true, true>::run(p, smem);
   }
 #endif
 }

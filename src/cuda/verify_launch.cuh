@@ -24,4 +24,18 @@ cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream)
 #define FV_INSTANTIATE_VERIFY(CFG, T, MODS, KV8) \
   template cudaError_t launch_verify<CFG, T, MODS, KV8>(const VerifyParams&, dim3, cudaStream_t);
 
+// the fp8 32-row tiles with 64-key compact steps (verify_kernel_narrow)
+template <int CFG, class T>
+cudaError_t launch_verify_narrow(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr TileConfig C = kTileConfigs[CFG];
+  cudaError_t err = cudaFuncSetAttribute(verify_kernel_narrow<CFG, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(C.smem_bytes()));
+  if (err != cudaSuccess) return err;
+  verify_kernel_narrow<CFG, T><<<grid, C.threads(), C.smem_bytes(), stream>>>(p);
+  return cudaGetLastError();
+}
+
+#define FV_INSTANTIATE_VERIFY_NARROW(CFG, T) \
+  template cudaError_t launch_verify_narrow<CFG, T>(const VerifyParams&, dim3, cudaStream_t);
+
 }  // namespace fv

@@ -104,7 +104,7 @@ def main():
         cc = int(re.match(r"sm_(\d+)", a).group(1))
         large_ok = 90 <= cc < 120  # verify.cuh compiles large-smem tiles for these only (plan.cpp fits() agrees)
         for fn, regs in by_arch.get(a, {}).items():
-            m = re.search(r"verify_kernelILi(\d+)E", fn)
+            m = re.search(r"verify_kernel(?:_narrow)?ILi(\d+)E", fn)  # (and the fp8 32-row tiles' narrow kernels)
             if not m:
                 continue
             cid = int(m.group(1))

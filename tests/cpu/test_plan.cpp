@@ -206,6 +206,46 @@ TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
   EXPECT_EQ(plan.m_tiles, 1);
 }
 
+TEST(Plan, Fp8ThirtyTwoRowTilesTakeTheNarrowKernelAtSmallBatches) {
+  // fp8 pools on the 32-row d128 tiles: 64-key compact steps (verify_kernel_narrow) up to kFp8NarrowMaxBatch
+  // requests, wide steps above (bench/NOTES.md v19); FLASHVERIFY_FP8_WIDE=0 / 1 forces either; nothing else changes
+  fv::Plan plan;
+  fv_problem g = gqa_problem(32, 8, 128, 8, 1);  // 32 rows a KV head
+  g.kv_dtype = FV_DTYPE_FP8_E4M3;
+  for (const fv::DeviceProps& dev : {kH200, kSm120, kA100})
+    for (int b : {1, fv::kFp8NarrowMaxBatch, fv::kFp8NarrowMaxBatch + 1, 16}) {
+      g.batch_size = b;
+      ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
+      EXPECT_TRUE(plan.cfg->id == fv::kGqa128Bm32 || plan.cfg->id == fv::kGqa128Bm32S3);
+      EXPECT_EQ(plan.fp8_narrow, b <= fv::kFp8NarrowMaxBatch) << b;
+      const fv::Plan auto_plan = plan;
+      {
+        const fvt::ScopedEnv wide("FLASHVERIFY_FP8_WIDE", "1");
+        ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
+        EXPECT_FALSE(plan.fp8_narrow);
+        EXPECT_EQ(plan.cfg, auto_plan.cfg);
+        EXPECT_EQ(plan.num_parts, auto_plan.num_parts);
+        EXPECT_EQ(plan.total, auto_plan.total);
+      }
+      const fvt::ScopedEnv narrow("FLASHVERIFY_FP8_WIDE", "0");
+      ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
+      EXPECT_TRUE(plan.fp8_narrow);
+      EXPECT_EQ(plan.num_parts, auto_plan.num_parts);
+    }
+  // 16-bit pools and the 64-row tile never take it, whatever the environment says
+  const fvt::ScopedEnv narrow("FLASHVERIFY_FP8_WIDE", "0");
+  g.batch_size = 1;
+  g.kv_dtype = 0;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_FALSE(plan.fp8_narrow);
+  g.kv_dtype = FV_DTYPE_FP8_E4M3;
+  g.num_q_heads = 8;  // GQA 8/1 at batch 1 with fp8 pools: 64 rows, the 64-row tile
+  g.num_kv_heads = 1;
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  EXPECT_FALSE(plan.fp8_narrow);
+}
+
 TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
   fv::Plan plan;
   const fv_problem p = mla_problem(16, 8, 1);

@@ -557,8 +557,13 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
     EXPECT_EQ(run_checked(dp, dp.args()), FV_OK) << fv_last_error();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  // the fp8-KV instantiation of every configuration (bf16 model dtype), paged and not
+  // the fp8-KV instantiation of every configuration (bf16 model dtype), paged and not; the 32-row d128 tiles have
+  // two fp8 kernels (plan.cpp: 64-key compact steps up to kFp8NarrowMaxBatch requests, wide steps above): both run
   int fp8_runs = 0;
+  auto fp8_kernels = [](const C& c) -> std::vector<const char*> {
+    if (std::string(c.config).rfind("gqa128_bm32", 0) == 0) return {"0", "1"};
+    return {nullptr};
+  };
   for (const C& c : configs) {
     CaseSpec s = spec_for(c, seed + 200 + fp8_runs);
     s.kv_fp8 = true;
@@ -568,7 +573,11 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
       s.addressing = FV_KV_PAGE_TABLE;
       s.page_size = 16;
     }
-    ASSERT_NO_FATAL_FAILURE(check_forced(c, s, std::string(c.config) + " fp8"));
+    for (const char* wide : fp8_kernels(c)) {
+      const ScopedEnv kernel("FLASHVERIFY_FP8_WIDE", wide ? wide : "auto");  // ("auto": the planner's choice)
+      const std::string kind = wide ? (*wide == '1' ? " wide" : " narrow") : "";
+      ASSERT_NO_FATAL_FAILURE(check_forced(c, s, std::string(c.config) + " fp8" + kind));
+    }
     ++fp8_runs;
   }
   // the tiles that widen fp8 in registers (the 32-row d128 ones) with an fp16 model and the modifiers'
@@ -583,7 +592,11 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
     s.logit_cap = 2.f;
     s.sliding_window = 200;
     s.sinks = true;
-    ASSERT_NO_FATAL_FAILURE(check_forced(c, s, std::string(c.config) + " fp8, fp16 model, modifiers"));
+    for (const char* wide : fp8_kernels(c)) {
+      const ScopedEnv kernel("FLASHVERIFY_FP8_WIDE", wide);
+      ASSERT_NO_FATAL_FAILURE(check_forced(
+          c, s, std::string(c.config) + " fp8, fp16 model, modifiers" + (*wide == '1' ? ", wide" : ", narrow")));
+    }
     ++fp8_runs;
   }
   std::printf("[ kernels  ] %d configuration x dtype runs and %d fp8-KV runs against the oracle\n", runs, fp8_runs);
@@ -661,6 +674,7 @@ TEST(Fp8, WideStepsAtEveryAlignment) {
   REQUIRE_GPU();
   const uint64_t seed = fvt::session_seed() + 81;
   int runs = 0;
+  const ScopedEnv wide("FLASHVERIFY_FP8_WIDE", "1");  // (batch 5: the narrow kernel unless forced, plan.cpp)
   for (const char* cfg : {"gqa128_bm32_bn64_s2", "gqa128_bm32_bn64_s3"}) {
     const ScopedEnv forced("FLASHVERIFY_CONFIG", cfg);
     for (int variant = 0; variant < 20; ++variant) {
@@ -698,6 +712,49 @@ TEST(Fp8, WideStepsAtEveryAlignment) {
       ++runs;
     }
   }
+}
+
+// The 32-row fp8 tiles' two kernels (plan.cpp: verify_kernel_narrow, 64-key compact steps, for small batches; the
+// wide one above them) on the same problems: batch 1 split across the GPU, a small batch through a page table, one
+// with every modifier and v_scale far from 1; both model dtypes, both 32-row configurations.
+TEST(Fp8, NarrowAndWideKernels) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 83;
+  int runs = 0;
+  for (const char* cfg : {"gqa128_bm32_bn64_s2", "gqa128_bm32_bn64_s3"})
+    for (int variant = 0; variant < 6; ++variant) {
+      CaseSpec s = base_case(false, seed + runs);
+      s.kv_fp8 = true;
+      s.k_scale = 0.5f;
+      s.v_scale = 2.f;
+      s.dtype = variant % 2 ? FV_DTYPE_FP16 : FV_DTYPE_BF16;
+      switch (variant / 2) {
+        case 0: s.prefix = {9000}; s.draft = {8}; s.num_kv_splits = 0; break;
+        case 1:
+          s.prefix = {3000, 129, 700};
+          s.draft = {8, 1, 5};
+          s.addressing = FV_KV_PAGE_TABLE;
+          s.page_size = 16;
+          s.num_kv_splits = 7;
+          break;
+        default:
+          s.prefix = {4097, 1000};
+          s.draft = {8, 3};
+          s.num_kv_splits = 3;
+          s.sliding_window = 2500;
+          s.logit_cap = 2.f;
+          s.sinks = true;
+          s.v_scale = -300.f;
+          break;
+      }
+      const fvt::HostProblem hp = fvt::make_problem(s);
+      for (const char* wide : {"0", "1"}) {
+        const ScopedEnv forced("FLASHVERIFY_CONFIG", cfg), kernel("FLASHVERIFY_FP8_WIDE", wide);
+        ASSERT_NO_FATAL_FAILURE(
+            expect_matches_oracle(hp, (std::string(cfg) + (wide[0] == '1' ? " fp8 wide" : " fp8 narrow")).c_str()));
+      }
+      ++runs;
+    }
 }
 
 // The Hopper MLA kernel (mla576_wg_bm64_bn64_s2: on an sm_90 device whose library holds it; elsewhere the
