@@ -4,9 +4,11 @@
 //   flashverify check [--cases N] [--seed S]
 //                                          random problems, every implementation against the float64 oracle
 //   flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] [--no-naive]
-//                     [--only "A|B$"] [--check-indices]
+//                     [--only "A|B$"] [--check-indices] [--no-flush]
 //                                          medians with L2 flushed; µs, GB/s, TFLOP/s, % of the ceilings;
-//                                          --only: cases whose name contains A or ends with B
+//                                          --only: cases whose name contains A or ends with B; --no-flush (or
+//                                          FV_BENCH_NO_FLUSH=1): L2 kept between runs (code and data stay warm:
+//                                          latency studies only)
 //   flashverify soak [--seconds S] [--seed S] [--report FILE]
 //                                          random calls under CUDA-graph replay against the naive kernel
 #include <cuda_runtime.h>
@@ -45,6 +47,7 @@ struct Options {
   std::string csv;
   bool graph = false;
   bool naive = true;
+  bool flush = true;  // bench: flush L2 before each timed run
   std::string only;
   bool check_indices = false;  // bench: also time the index-checking mode
   double seconds = 600;        // soak
@@ -96,6 +99,7 @@ bool parse(int argc, char** argv, int first, Options* o) {
     else if (a == "--only") { const char* v = next(); if (!v) return false; o->only = v; }
     else if (a == "--graph") o->graph = true;
     else if (a == "--no-naive") o->naive = false;
+    else if (a == "--no-flush") o->flush = false;
     else if (a == "--check-indices") o->check_indices = true;
     else if (a == "--report") { const char* v = next(); if (!v) return false; o->report = v; }
     else {
@@ -111,7 +115,7 @@ void usage() {
                "usage: flashverify info\n"
                "       flashverify check [--cases N] [--seed S]\n"
                "       flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] "
-               "[--no-naive] [--only \"A|B$\"] [--check-indices]\n"
+               "[--no-naive] [--only \"A|B$\"] [--check-indices] [--no-flush]\n"
                "       flashverify soak [--seconds S] [--seed S] [--report FILE]\n");
 }
 
@@ -385,7 +389,8 @@ double measure_copy_gbps() {
   return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e9;
 }
 
-// Median time of `launch` in microseconds; L2 flushed (a 512 MB memset) before each timed launch.
+// Median time of `launch` in microseconds; L2 flushed (a 512 MB memset) before each timed launch unless flush_bytes
+// is 0.
 double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters, void* flush, size_t flush_bytes,
                       cudaStream_t s) {
   cudaEvent_t e0, e1;
@@ -394,7 +399,7 @@ double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters
   for (int i = 0; i < 3; ++i) launch(s);  // warm-up: module load, attribute setup
   std::vector<float> t;
   for (int i = 0; i < iters; ++i) {
-    cudaMemsetAsync(flush, i & 0xff, flush_bytes, s);
+    if (flush_bytes > 0) cudaMemsetAsync(flush, i & 0xff, flush_bytes, s);
     cudaEventRecord(e0, s);
     launch(s);
     cudaEventRecord(e1, s);
@@ -423,11 +428,15 @@ int cmd_bench(const Options& o) {
               clock / 1000, mclock / 1000);
   std::printf("ceilings: copy %.0f GB/s (measured now, read + write), mma.sync bf16 %.0f TFLOP/s (BASELINE.md)\n",
               copy_gbps, kMmaSyncTflops);
-  std::printf("timing: median of %d runs, CUDA events, L2 flushed before each run%s\n", o.iters,
+  // FV_BENCH_NO_FLUSH=1 as --no-flush (for scripts/device-check's ab-env, which varies the environment)
+  const char* no_flush_env = std::getenv("FV_BENCH_NO_FLUSH");
+  const bool flush_l2 = o.flush && !(no_flush_env != nullptr && std::strcmp(no_flush_env, "1") == 0);
+  std::printf("timing: median of %d runs, CUDA events, %s%s\n", o.iters,
+              flush_l2 ? "L2 flushed before each run" : "L2 NOT flushed (--no-flush: code and data warm)",
               o.graph ? "; also replayed from a CUDA graph" : "");
-  const size_t flush_bytes = size_t(512) << 20;
+  const size_t flush_bytes = flush_l2 ? size_t(512) << 20 : 0;
   void* flush = nullptr;
-  cudaMalloc(&flush, flush_bytes);
+  if (flush_bytes > 0) cudaMalloc(&flush, flush_bytes);
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
 
