@@ -320,6 +320,7 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     // the batches around the planner's switch from 64-key to wide steps (plan.cpp: kFp8NarrowMaxBatch)
     for (int b : {2, 4, 8}) {
       CaseSpec g = uniform(false, 32, 8, 128, 8, 32768, b);
+      add("gqa32/8 d128 n8 p32k b" + std::to_string(b), g);  // (the 16-bit peer)
       add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " [fp8 kv]", fvt::with_fp8(g, 0.5f, 1.5f));
       g.dtype = FV_DTYPE_FP16;
       add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fvt::with_fp8(g, 0.5f, 1.5f));
