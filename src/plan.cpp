@@ -166,7 +166,7 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // 155.4 / 148.0 vs 172.5 / 166.4, B=8 286.0 / 268.8 vs 284.3 / 272.5 (even), B=16 554.5 / 515.5 vs 515.7 / 493.9;
   // GQA 4/1 b1 22.6 vs 34.3. FLASHVERIFY_FP8_WIDE=0 / 1 forces the narrow / wide kernel (benchmark A/B, tests); read
   // per call.
-  if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && (cfg->id == kGqa128Bm32 || cfg->id == kGqa128Bm32S3)) {
+  if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && has_fp8_narrow_kernel(cfg->id)) {
     plan->fp8_narrow = p.batch_size <= kFp8NarrowMaxBatch;
     if (const char* v = std::getenv("FLASHVERIFY_FP8_WIDE")) {
       if (std::strcmp(v, "0") == 0) plan->fp8_narrow = true;

@@ -1250,7 +1250,7 @@ __global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG]
 template <int CFG, class T>
 __global__ void __launch_bounds__(kTileConfigs[CFG].threads(), kTileConfigs[CFG].min_blocks_per_sm)
     verify_kernel_narrow(const __grid_constant__ VerifyParams p) {
-  static_assert(CFG == kGqa128Bm32 || CFG == kGqa128Bm32S3, "the 32-row d128 tiles only");
+  static_assert(has_fp8_narrow_kernel(CFG), "tile_config.h lists the configurations with a narrow fp8 kernel");
   extern __shared__ __align__(128) uint8_t smem[];
 #if defined(__CUDA_ARCH__)
   if constexpr (kTileConfigs[CFG].large_smem) {
