@@ -325,6 +325,17 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
       g.dtype = FV_DTYPE_FP16;
       add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fvt::with_fp8(g, 0.5f, 1.5f));
     }
+    // fp8 MLA at the batches around the planner's switch between the Hopper kernel's two fp8 kernels (plan.cpp:
+    // kFp8MlaNarrowMaxTiles request row tiles), with 16-bit peers (mla h16 n8 p32k b16 and mla h16 n64 p32k b1 are
+    // below)
+    for (int n : {8, 64})
+      for (int b : {1, 2, 4, 16}) {
+        if ((n == 8 && b == 1) || (n == 64 && (b == 2 || b == 16))) continue;  // (b1 N8, B=16 N64: headline rows)
+        const CaseSpec m = uniform(true, 16, 1, 0, n, 32768, b);
+        const std::string name = "mla h16 n" + std::to_string(n) + " p32k b" + std::to_string(b);
+        if (b == 2 || b == 4) add(name, m);
+        add(name + " [fp8 kv]", fvt::with_fp8(m, 0.5f, 1.5f));
+      }
     add("mla h16 n8 p4k b1", uniform(true, 16, 1, 0, 8, 4096, 1));
     add("mla h16 n8 p32k b16", uniform(true, 16, 1, 0, 8, 32768, 16));
     add("mla h16 n64 p32k b1", uniform(true, 16, 1, 0, 64, 32768, 1));

@@ -30,8 +30,17 @@ namespace fv {
 // second half of the chunk's 16-byte slot and widened to T in place by the thread that copied them, before the
 // step's first barrier (as the mma.sync tile does); k_scale scales the prefix scores and v_scale the prefix
 // values (folded into P; the row sums stay unscaled). Draft rows are T as ever.
-template <class T, bool KV8>
+//
+// WG1 (KV8: verify_wg_kernel_wg1, for calls of many request row tiles; the planner's Plan::fp8_narrow false):
+// Warpgroup 1, which idles while warpgroup 0 computes S, copies every row of the next step, each 16-byte chunk of fp8
+// bytes (16 values) into the second of the two 16-byte slots it widens to (rows not 16-byte aligned take the kernel
+// above: the dispatcher checks VerifyParams::kv8_a16), and widens its chunks in place while its P V runs; warpgroup 0, whose S and softmax are a
+// step's critical path, does no copy or widening work. H200, MLA Hq=16 P=32K, against the kernel above (bench/NOTES.md
+// v20): N=64 B=16 3461 vs 3746 us, N=64 b1 242 vs 256, N=8 B=16 460 vs 481; slower with few row tiles (N=8 b1 50.1 vs
+// 48.7, B=2 87.6 vs 82.1), which the planner leaves to the kernel above.
+template <class T, bool KV8, bool WG1 = false>
 struct VerifyWg {
+  static_assert(KV8 || !WG1, "WG1 is an fp8 kernel");
   using V = Verify<kMlaLarge, T, false, false>;  // its segment type, row-index fetch, Q rows and tree test
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
@@ -116,12 +125,100 @@ struct VerifyWg {
   // (measured on the H200, bench/NOTES.md v12: fp8 MLA N64 B16 4006 vs 4068 us with the widening at the top)
   static constexpr bool kWidenEarly = true;
   __device__ static void widen_next(const Seg& s, int step, int it, uint8_t* smem) {
-    if constexpr (KV8 && kWidenEarly) {
+    if constexpr (KV8 && !WG1 && kWidenEarly) {
       if (step + 1 < s.k_end) {
         cp_async_wait<0>();
         widen_rows(s, step + 1, smem + OFF_K + ((it + 1) & 1) * OPER);
       }
     }
+  }
+
+  // WG1: row pass `pass` (0, 1) of a step is rows 32 pass + r0, and thread t = tid - 128 of warpgroup 1 (r0 = t / 4,
+  // c0 = t % 4) copies chunks c0 + 4 i (i = 0..8) of its row's 36 16-byte chunks of fp8 bytes, which widen to chunks
+  // 2 c0 and 2 c0 + 1 of SW128 tile i (chunk c0 + 4 i is copied into slot 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of
+  // a draft row's 72
+  static constexpr int RAW = DQK / 16 / 4;  // 16-byte fp8 chunks a thread a row
+
+  // the raw index values (slot, or page) of the thread's rows of `step`, loaded a step ahead of their use
+  __device__ static void fetch8(const VerifyParams& p, const Seg& s, int step, int64_t (&idx)[2]) {
+    const int r0 = int((threadIdx.x - 128) / 4);
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int pos = step * BN + r0 + 32 * pass;
+      int64_t raw = 0;
+      if (pos < s.plen) {
+        if (p.paged) raw = p.page_table[int64_t(s.b) * p.page_table_stride + pos / p.page_size];
+        else raw = load_index(p.kv_indices, s.kv0 + pos, p.kv_indices_i64);
+      }
+      idx[pass] = raw;
+    }
+  }
+
+  // the thread's rows of `step` into the stage at `k_base` (zeros past the request)
+  __device__ static void issue8(const VerifyParams& p, const Seg& s, int step, const int64_t (&idx)[2],
+                                uint32_t k_base) {
+    const uint32_t t = threadIdx.x - 128, r0 = t / 4, c0 = t % 4;
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const uint32_t row = r0 + 32 * pass;
+      const int pos = step * BN + int(row);
+      if (pos < s.plen) {
+        const int64_t slot = p.paged ? idx[pass] * p.page_size + pos % p.page_size : idx[pass];
+        const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot + 16 * c0;
+        const uint32_t off = wg::sw128_offset(row, 2 * c0 + 1);
+#pragma unroll
+        for (int i = 0; i < RAW; ++i) cp_async_16(k_base + i * TILE + off, k8 + 64 * i, 16);
+      } else {
+        const T* src = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
+        int bytes = 0;
+        if (pos < s.len) {
+          src = static_cast<const T*>(p.k_draft) + (s.qo0 + (pos - s.plen)) * p.k_draft_stride_token;
+          bytes = 16;
+        }
+        // chunk c0 + 4 k is chunk c0 (k even) or c0 + 4 (k odd) of tile k / 2
+        const uint32_t off0 = wg::sw128_offset(row, c0), off1 = wg::sw128_offset(row, c0 + 4);
+#pragma unroll
+        for (int k = 0; k < 2 * RAW; ++k)
+          cp_async_16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), src + (c0 + 4 * k) * 8, bytes);
+      }
+    }
+  }
+
+  // widen the thread's fp8 prefix chunks of `step` (its copies are complete) in the stage at `k_base`, which no wgmma
+  // reads now
+  __device__ static void widen8(const Seg& s, int step, uint32_t k_base) {
+    const uint32_t t = threadIdx.x - 128, r0 = t / 4, c0 = t % 4;
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const uint32_t row = r0 + 32 * pass;
+      if (step * BN + int(row) >= s.plen) continue;
+      const uint32_t off0 = wg::sw128_offset(row, 2 * c0), off1 = wg::sw128_offset(row, 2 * c0 + 1);
+#pragma unroll
+      for (int i = 0; i < RAW; ++i) {
+        const uint32_t tile = k_base + i * TILE;
+        uint4 v, lo, hi;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(tile + off1));
+        e4m3x4_to<T>(v.x, lo.x, lo.y);
+        e4m3x4_to<T>(v.y, lo.z, lo.w);
+        e4m3x4_to<T>(v.z, hi.x, hi.y);
+        e4m3x4_to<T>(v.w, hi.z, hi.w);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off0), "r"(lo.x), "r"(lo.y), "r"(lo.z),
+                     "r"(lo.w));
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off1), "r"(hi.x), "r"(hi.y), "r"(hi.z),
+                     "r"(hi.w));
+      }
+    }
+  }
+
+  // WG1: warpgroup 1's rows (`mine`) of step `next` (if any) issued into the stage at `next_base`, then the slot
+  // indices of the step after loaded; every thread commits its copies (Q's in the prologue)
+  __device__ static void issue_next8(const VerifyParams& p, const Seg& s, int next, bool mine, int64_t (&idx)[2],
+                                     uint32_t next_base) {
+    if (mine && next < s.k_end) issue8(p, s, next, idx, next_base);
+    cp_async_commit();
+    if (mine && next + 1 < s.k_end) fetch8(p, s, next + 1, idx);
   }
 
   __device__ static void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
@@ -145,10 +242,10 @@ struct VerifyWg {
   }
 
   // A warpgroup's P V: O (its 4 column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
-  // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next)
-  template <class Mma>
+  // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next; WG1: meanwhile())
+  template <class Mma, class Meanwhile>
   __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[4][32],
-                                            float a0, float a1, Mma&& mma) {
+                                            float a0, float a1, Mma&& mma, Meanwhile&& meanwhile) {
     rescale(o, a0, a1);
     fence_operands(o);
     wg::fence();
@@ -157,7 +254,8 @@ struct VerifyWg {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) mma(nb, kk);
     wg::commit();
-    widen_next(s, step, it, smem);
+    if constexpr (WG1) meanwhile();
+    else widen_next(s, step, it, smem);
     wg::wait<0>();
     fence_operands(o);
   }
@@ -177,12 +275,22 @@ struct VerifyWg {
     // ---- prologue: Q and the first step (one cp.async group), the second step's slot indices
     load_q(p, s, m_tile, q_base);
     RowIdx ri;
-    if (s.k_begin < s.k_end) {
-      V::fetch_rows(p, s, s.k_begin, ri);
-      issue_rows(p, s, s.k_begin, ri, base + OFF_K);
+    [[maybe_unused]] int64_t idx8[2];  // WG1: warpgroup 1's rows (by row pass)
+    if constexpr (!WG1) {
+      if (s.k_begin < s.k_end) {
+        V::fetch_rows(p, s, s.k_begin, ri);
+        issue_rows(p, s, s.k_begin, ri, base + OFF_K);
+      }
+      cp_async_commit();
+      if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
+    } else {
+      if (wgi == 1 && s.k_begin < s.k_end) fetch8(p, s, s.k_begin, idx8);
+      issue_next8(p, s, s.k_begin, wgi == 1, idx8, base + OFF_K);
+      if (wgi == 1 && s.k_begin < s.k_end) {
+        cp_async_wait<0>();
+        widen8(s, s.k_begin, base + OFF_K);
+      }
     }
-    cp_async_commit();
-    if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
     FV_TRACE(V::trace_block(), 2);
 
     int row_of[2], tok[2];
@@ -202,12 +310,12 @@ struct VerifyWg {
       const int it = step - s.k_begin;
       cp_async_wait<0>();
       // KV8: a segment's first step widens here; the others were widened during the previous step's P V
-      if constexpr (KV8)
+      if constexpr (KV8 && !WG1)
         if (!kWidenEarly || it == 0) widen_rows(s, step, smem + OFF_K + (it & 1) * OPER);
       wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
       __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
-      {
+      if constexpr (!WG1) {
         const int next = step + 1;
         if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER);
         cp_async_commit();
@@ -302,13 +410,23 @@ struct VerifyWg {
         // ---- O[:, 0:256] = O * alpha + P V (P from registers)
         pv(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
           wg::mma_m64n64k16_rs_tb<T>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
-        });
+        }, [] {});
       } else {
+        // WG1: the next step's rows, copied while warpgroup 0 computes S and widened while this P V runs
+        [[maybe_unused]] const int next = step + 1;
+        [[maybe_unused]] const uint32_t next_base = base + OFF_K + ((it + 1) & 1) * OPER;
+        if constexpr (WG1) issue_next8(p, s, next, true, idx8, next_base);
         named_sync(1);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, 256:512] = O * alpha + P V (P from the P tile)
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
           wg::mma_m64n64k16_ss_tb<T>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
                                      wg::desc_sw128(k_base + (4 + nb) * TILE + 2048 * kk, TILE, 1024));
+        }, [&] {
+          if constexpr (WG1)
+            if (next < s.k_end) {
+              cp_async_wait<0>();
+              widen8(s, next, next_base);
+            }
         });
       }
     }
@@ -389,13 +507,28 @@ __global__ void __launch_bounds__(256, 1) verify_wg_kernel(const __grid_constant
 #endif
 }
 
+// fp8 pools, calls of many request row tiles (WG1 above); a kernel of its own, so that the other kernels keep their
+// names
+template <class T>
+__global__ void __launch_bounds__(256, 1) verify_wg_kernel_wg1(const __grid_constant__ VerifyParams p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+#if FV_HAS_WGMMA
+  VerifyWg<T, true, true>::run(p, smem);
+#elif defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+
+// wg1: the fp8 kernel for calls of many request row tiles (KV8 only)
 template <class T, bool KV8>
-cudaError_t launch_verify_wg(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_verify_wg(const VerifyParams& p, bool wg1, dim3 grid, cudaStream_t stream) {
   using W = VerifyWg<T, KV8>;
-  cudaError_t err = cudaFuncSetAttribute(verify_wg_kernel<T, KV8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(W::SMEM));
+  static_assert(VerifyWg<T, true, true>::SMEM == W::SMEM, "one shared-memory size");
+  const auto kernel = KV8 && wg1 ? verify_wg_kernel_wg1<T> : verify_wg_kernel<T, KV8>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
   if (err != cudaSuccess) return err;
-  verify_wg_kernel<T, KV8><<<grid, W::THREADS, W::SMEM, stream>>>(p);
+  kernel<<<grid, W::THREADS, W::SMEM, stream>>>(p);
   return cudaGetLastError();
 }
 

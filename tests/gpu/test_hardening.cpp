@@ -557,11 +557,14 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
     EXPECT_EQ(run_checked(dp, dp.args()), FV_OK) << fv_last_error();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  // the fp8-KV instantiation of every configuration (bf16 model dtype), paged and not; the 32-row d128 tiles have
-  // two fp8 kernels (plan.cpp: 64-key compact steps up to kFp8NarrowMaxBatch requests, wide steps above): both run
+  // the fp8-KV instantiation of every configuration (bf16 model dtype), paged and not; the 32-row d128 tiles and the
+  // Hopper MLA kernel have two fp8 kernels (plan.cpp: 64-key compact steps up to kFp8NarrowMaxBatch requests, wide
+  // steps above; both warpgroups copying up to kFp8MlaNarrowMaxTiles request row tiles, warpgroup 1 alone above):
+  // both run
   int fp8_runs = 0;
   auto fp8_kernels = [](const C& c) -> std::vector<const char*> {
-    if (std::string(c.config).rfind("gqa128_bm32", 0) == 0) return {"0", "1"};
+    if (std::string(c.config).rfind("gqa128_bm32", 0) == 0 || std::string(c.config) == "mla576_wg_bm64_bn64_s2")
+      return {"0", "1"};
     return {nullptr};
   };
   for (const C& c : configs) {
@@ -602,19 +605,20 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
   std::printf("[ kernels  ] %d configuration x dtype runs and %d fp8-KV runs against the oracle\n", runs, fp8_runs);
 }
 
-// fp8 pools whose head rows are 8 bytes longer than the head and whose slot rows carry 8 more bytes (every
-// stride a multiple of 8 bytes, none of 16): the 16-byte fp8 copies (the in-register widening's compact
-// rows, and FLASHVERIFY_FP8_PAIRS=1 in the other tiles) must fall back to 8-byte copies. Padding bytes hold
-// NaN (0x7f).
-void run_padded_fp8(const CaseSpec& spec, const char* config) {
+// fp8 pools whose head rows are `pad` bytes longer than the head and whose slot rows carry `pad` more bytes. pad 8
+// (every stride a multiple of 8 bytes, none of 16): the 16-byte fp8 copies (the in-register widening's compact
+// rows, FLASHVERIFY_FP8_PAIRS=1 in the other tiles, the Hopper MLA kernel's warpgroup-1 kernel) must fall back to
+// 8-byte copies. pad 16: strides that are multiples of 16 bytes but not the rows' size.
+// Padding bytes hold NaN (0x7f).
+void run_padded_fp8(const CaseSpec& spec, const char* config, int pad = 8) {
   const ScopedEnv forced("FLASHVERIFY_CONFIG", config);
   const HostProblem hp = fvt::make_problem(spec);
   const CaseSpec& s = hp.spec;
   fvt::DeviceProblem dp(hp, FV_IMPL_FAST);
   ASSERT_TRUE(dp.ok()) << dp.error();
   fv_args a = dp.args();
-  const int64_t slots = hp.num_slots, kh = s.dqk + 8, vh = s.dv + 8;
-  const int64_t kslot = s.hkv * kh + 8, vslot = s.hkv * vh + 8;
+  const int64_t slots = hp.num_slots, kh = s.dqk + pad, vh = s.dv + pad;
+  const int64_t kslot = s.hkv * kh + pad, vslot = s.hkv * vh + pad;
   DevBuf kp(size_t(slots * kslot)), vp(s.mla() ? 16 : size_t(slots * vslot));
   ASSERT_TRUE(kp.p && vp.p) << "device allocation failed";
   // one strided copy per head: slot rows kslot bytes apart, that head's bytes at h * kh
@@ -642,7 +646,8 @@ void run_padded_fp8(const CaseSpec& spec, const char* config) {
   ASSERT_EQ(fv_run(&a, dp.workspace(), dp.workspace_bytes(), nullptr), FV_OK) << fv_last_error();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   fvt::Comparison c;
-  ASSERT_NO_FATAL_FAILURE(fvg::check_device_outputs(hp, dp, std::string(config) + " fp8, pool rows +8 bytes", &c));
+  ASSERT_NO_FATAL_FAILURE(fvg::check_device_outputs(
+      hp, dp, std::string(config) + " fp8, pool rows +" + std::to_string(pad) + " bytes", &c));
 }
 
 TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
@@ -767,9 +772,17 @@ TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
   REQUIRE_GPU();
   const char* cfg = "mla576_wg_bm64_bn64_s2";
   const uint64_t seed = fvt::session_seed() + 71;
+  // fp8 cases run both fp8 kernels (plan.cpp: both warpgroups copy and widen up to kFp8MlaNarrowMaxTiles request row
+  // tiles, warpgroup 1 alone above)
   auto check = [&](const CaseSpec& s, const char* label) {
     const ScopedEnv forced("FLASHVERIFY_CONFIG", cfg);
-    ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), label));
+    for (const char* wide : {"0", "1"}) {
+      if (!s.kv_fp8 && wide[0] == '1') break;
+      const ScopedEnv kernel("FLASHVERIFY_FP8_WIDE", wide);
+      const char* kind = !s.kv_fp8 ? "" : wide[0] == '1' ? " (warpgroup 1)" : " (both warpgroups)";
+      const std::string l = std::string(label) + kind;
+      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), l.c_str()));
+    }
   };
   CaseSpec paged = base_case(true, seed);
   paged.kv_fp8 = true;
@@ -834,7 +847,13 @@ TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
   padded.kv_fp8 = true;
   padded.k_scale = 0.5f;
   padded.v_scale = 2.f;
-  ASSERT_NO_FATAL_FAILURE(run_padded_fp8(padded, cfg));
+  // rows 8-byte aligned (the warpgroup-1 kernel, which copies 16 bytes, is not taken) and 16-byte aligned rows 608
+  // bytes apart, each with either fp8 kernel asked for
+  for (int pad : {8, 16})
+    for (const char* wide : {"0", "1"}) {
+      const ScopedEnv kernel("FLASHVERIFY_FP8_WIDE", wide);
+      ASSERT_NO_FATAL_FAILURE(run_padded_fp8(padded, cfg, pad));
+    }
 }
 
 }  // namespace

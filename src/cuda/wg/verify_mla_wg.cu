@@ -4,9 +4,9 @@
 
 namespace fv {
 
-template cudaError_t launch_verify_wg<__nv_bfloat16, false>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg<__half, false>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg<__nv_bfloat16, true>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg<__half, true>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg<__nv_bfloat16, false>(const VerifyParams&, bool, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg<__half, false>(const VerifyParams&, bool, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg<__nv_bfloat16, true>(const VerifyParams&, bool, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg<__half, true>(const VerifyParams&, bool, dim3, cudaStream_t);
 
 }  // namespace fv
