@@ -34,8 +34,8 @@ namespace fv {
 // WG1 (KV8: verify_wg_kernel_wg1, for calls of many request row tiles; the planner's Plan::fp8_narrow false):
 // Warpgroup 1, which idles while warpgroup 0 computes S, copies every row of the next step, each 16-byte chunk of fp8
 // bytes (16 values) into the second of the two 16-byte slots it widens to (rows not 16-byte aligned take the kernel
-// above: the dispatcher checks VerifyParams::kv8_a16), and widens its chunks in place while its P V runs; warpgroup 0, whose S and softmax are a
-// step's critical path, does no copy or widening work. H200, MLA Hq=16 P=32K, against the kernel above (bench/NOTES.md
+// above: the dispatcher checks VerifyParams::kv8_a16), and widens its chunks in place while its P V runs; warpgroup 0,
+// whose S and softmax are a step's critical path, does no copy or widening work. H200, MLA Hq=16 P=32K, against the kernel above (bench/NOTES.md
 // v20): N=64 B=16 3461 vs 3746 us, N=64 b1 242 vs 256, N=8 B=16 460 vs 481; slower with few row tiles (N=8 b1 50.1 vs
 // 48.7, B=2 87.6 vs 82.1), which the planner leaves to the kernel above.
 template <class T, bool KV8, bool WG1 = false>
