@@ -102,6 +102,15 @@ __device__ __forceinline__ void e4m3x4_to(uint32_t w, uint32_t& lo, uint32_t& hi
   }
 }
 
+// Sixteen fp8 e4m3 values (a 16-byte chunk) -> sixteen T values in order: the first eight in lo, the others in hi
+template <class T>
+__device__ __forceinline__ void e4m3x16_to(const uint4& w, uint4& lo, uint4& hi) {
+  e4m3x4_to<T>(w.x, lo.x, lo.y);
+  e4m3x4_to<T>(w.y, lo.z, lo.w);
+  e4m3x4_to<T>(w.z, hi.x, hi.y);
+  e4m3x4_to<T>(w.w, hi.z, hi.w);
+}
+
 // Byte permute: result byte i = byte sel[4i+3:4i] of {b, a} (a = bytes 0-3, b = bytes 4-7).
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t r;

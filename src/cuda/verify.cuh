@@ -229,18 +229,20 @@ struct Verify {
     int64_t raw[kRowPasses];
   };
 
+  // the raw index value of prefix key `pos` of request segment `s`: its page (page table) or its slot; 0 past the prefix
+  __device__ __forceinline__ static int64_t row_index(const VerifyParams& p, const Seg& s, int pos) {
+    int64_t raw = 0;
+    if (pos < s.plen) {
+      if (p.paged) raw = p.page_table[int64_t(s.b) * p.page_table_stride + pos / p.page_size];
+      else raw = load_index(p.kv_indices, s.kv0 + pos, p.kv_indices_i64);
+    }
+    return raw;
+  }
+
   __device__ static void fetch_rows(const VerifyParams& p, const Seg& s, int step, RowIdx& ri) {
     const int r0 = threadIdx.x / KCopy::TPR;
 #pragma unroll
-    for (int pass = 0; pass < kRowPasses; ++pass) {
-      const int pos = step * BN + r0 + pass * KCopy::RP;
-      int64_t raw = 0;
-      if (pos < s.plen) {
-        if (p.paged) raw = p.page_table[int64_t(s.b) * p.page_table_stride + pos / p.page_size];
-        else raw = load_index(p.kv_indices, s.kv0 + pos, p.kv_indices_i64);
-      }
-      ri.raw[pass] = raw;
-    }
+    for (int pass = 0; pass < kRowPasses; ++pass) ri.raw[pass] = row_index(p, s, step * BN + r0 + pass * KCopy::RP);
   }
 
   // compact (kFrag8, a step of prefix keys only; kWide: two steps): the fp8 rows are copied as they are, DQK (DV)
@@ -358,10 +360,11 @@ struct Verify {
       *reinterpret_cast<uint4*>(dst) = o;
     };
     // two chunks copied as one 16-byte pair into the second chunk's slot
-    auto widen_pair = [&](uint8_t* first, uint8_t* second) {
-      const uint4 w = *reinterpret_cast<const uint4*>(second);
-      widen8(make_uint2(w.x, w.y), first);
-      widen8(make_uint2(w.z, w.w), second);
+    auto widen_pair = [](uint8_t* first, uint8_t* second) {
+      uint4 lo, hi;
+      e4m3x16_to<T>(*reinterpret_cast<const uint4*>(second), lo, hi);
+      *reinterpret_cast<uint4*>(first) = lo;
+      *reinterpret_cast<uint4*>(second) = hi;
     };
     auto widen_half = [&](uint8_t* slot) { widen8(*reinterpret_cast<const uint2*>(slot + 8), slot); };
 #pragma unroll 1

@@ -143,15 +143,7 @@ struct VerifyWg {
   __device__ static void fetch8(const VerifyParams& p, const Seg& s, int step, int64_t (&idx)[2]) {
     const int r0 = int((threadIdx.x - 128) / 4);
 #pragma unroll
-    for (int pass = 0; pass < 2; ++pass) {
-      const int pos = step * BN + r0 + 32 * pass;
-      int64_t raw = 0;
-      if (pos < s.plen) {
-        if (p.paged) raw = p.page_table[int64_t(s.b) * p.page_table_stride + pos / p.page_size];
-        else raw = load_index(p.kv_indices, s.kv0 + pos, p.kv_indices_i64);
-      }
-      idx[pass] = raw;
-    }
+    for (int pass = 0; pass < 2; ++pass) idx[pass] = V::row_index(p, s, step * BN + r0 + 32 * pass);
   }
 
   // the thread's rows of `step` into the stage at `k_base` (zeros past the request)
@@ -200,10 +192,7 @@ struct VerifyWg {
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                      : "r"(tile + off1));
-        e4m3x4_to<T>(v.x, lo.x, lo.y);
-        e4m3x4_to<T>(v.y, lo.z, lo.w);
-        e4m3x4_to<T>(v.z, hi.x, hi.y);
-        e4m3x4_to<T>(v.w, hi.z, hi.w);
+        e4m3x16_to<T>(v, lo, hi);
         asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off0), "r"(lo.x), "r"(lo.y), "r"(lo.z),
                      "r"(lo.w));
         asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off1), "r"(hi.x), "r"(hi.y), "r"(hi.z),
