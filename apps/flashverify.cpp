@@ -325,9 +325,8 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
       g.dtype = FV_DTYPE_FP16;
       add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fvt::with_fp8(g, 0.5f, 1.5f));
     }
-    // fp8 MLA at the batches around the planner's switch between the Hopper kernel's two fp8 kernels (plan.cpp:
-    // kFp8MlaNarrowMaxTiles request row tiles), with 16-bit peers (mla h16 n8 p32k b16 and mla h16 n64 p32k b1 are
-    // below)
+    // fp8 MLA from batch 1 to 16 at N=8 and N=64 (the Hopper kernel's fp8 path: bench/NOTES.md v20-v21), with 16-bit
+    // peers (mla h16 n8 p32k b16 and mla h16 n64 p32k b1 are below)
     for (int n : {8, 64})
       for (int b : {1, 2, 4, 16}) {
         if ((n == 8 && b == 1) || (n == 64 && (b == 2 || b == 16))) continue;  // (b1 N8, B=16 N64: headline rows)

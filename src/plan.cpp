@@ -160,25 +160,20 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   const TileConfig* cfg = choose_config(p, props, &st);
   if (!cfg) return st;
   plan->cfg = cfg;
-  plan->m_tiles = static_cast<int>(ceil_div(int64_t(plan->group) * p.max_draft, cfg->bm));
   // fp8 pools on the 32-row d128 tiles: batches of at most kFp8NarrowMaxBatch take the kernel with 64-key compact
   // steps in the model's dtype (verify_kernel_narrow), larger ones the wide steps. H200, GQA 32/8 N=8 P=32K, bf16 /
   // fp16 model, narrow vs wide (bench/NOTES.md v19): b1 51.8 / 49.9 vs 70.0 / 66.0 us, B=2 88.8 vs 116.5, B=4
   // 155.4 / 148.0 vs 172.5 / 166.4, B=8 286.0 / 268.8 vs 284.3 / 272.5 (even), B=16 554.5 / 515.5 vs 515.7 / 493.9;
-  // GQA 4/1 b1 22.6 vs 34.3. The Hopper MLA kernel: calls of at most kFp8MlaNarrowMaxTiles request row tiles take the
-  // kernel whose warpgroups both copy and widen, larger ones the kernel whose warpgroup 1 does it all. H200, MLA Hq=16
-  // P=32K, both vs warpgroup 1 (bench/NOTES.md v20): N=8 b1 48.5-49.0 vs 50.0-50.2 us, B=2 81.9-82.2 vs 87.2-87.9, B=4
-  // 141.7-142.9 vs 144.0-144.1 (8 tiles), B=16 479-483 vs 460-461; N=64 (16 tiles a request) b1 255-256 vs 242, B=4
-  // 956-961 vs 886-887, B=16 3745-3747 vs 3461-3462. FLASHVERIFY_FP8_WIDE=0 / 1 forces the small- / large-call kernel
-  // (benchmark A/B, tests); read per call.
+  // GQA 4/1 b1 22.6 vs 34.3. FLASHVERIFY_FP8_WIDE=0 / 1 forces the narrow / wide kernel (benchmark A/B, tests); read
+  // per call.
   if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && has_fp8_narrow_kernel(cfg->id)) {
-    plan->fp8_narrow = cfg->id == kMlaWg ? int64_t(p.batch_size) * plan->m_tiles <= kFp8MlaNarrowMaxTiles
-                                         : p.batch_size <= kFp8NarrowMaxBatch;
+    plan->fp8_narrow = p.batch_size <= kFp8NarrowMaxBatch;
     if (const char* v = std::getenv("FLASHVERIFY_FP8_WIDE")) {
       if (std::strcmp(v, "0") == 0) plan->fp8_narrow = true;
       if (std::strcmp(v, "1") == 0) plan->fp8_narrow = false;
     }
   }
+  plan->m_tiles = static_cast<int>(ceil_div(int64_t(plan->group) * p.max_draft, cfg->bm));
   plan->ctas_per_sm = estimate_ctas_per_sm(*cfg, props);
   const int64_t base = int64_t(plan->m_tiles) * p.num_kv_heads;
   plan->num_parts = p.num_kv_splits > 0 ? p.num_kv_splits

@@ -41,10 +41,6 @@ struct SchedLayout {
 constexpr int kInlinePlanMaxBatch = 16;
 // fp8 pools on the 32-row d128 tiles: batches up to this size take 64-key compact steps (Plan::fp8_narrow)
 constexpr int kFp8NarrowMaxBatch = 8;
-// fp8 pools on the Hopper MLA kernel: calls of at most this many request row tiles (batch x Plan::m_tiles) take the
-// kernel whose two warpgroups each copy and widen half of a step's rows (Plan::fp8_narrow), larger ones the kernel
-// whose warpgroup 1 does it all (verify_wg.cuh, WG1)
-constexpr int kFp8MlaNarrowMaxTiles = 8;
 
 // Warps of a combine block (combine.cuh); a block merges 16 / Plan::combine_wpr (row, column slice) units.
 constexpr int kCombineBlockWarps = 16;
@@ -65,8 +61,7 @@ struct Plan {
   int combine_cols = 0;          // output columns per combine block (128, or 32 when few rows would leave SMs idle)
   int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits (plan.cpp)
   bool combine_block8 = false;   // wpr 8 in 8-warp blocks, one unit a block (combine_blocks = units)
-  bool fp8_narrow = false;       // fp8 pools at a small batch on a configuration with two fp8 kernels (plan.cpp):
-                                 // verify_kernel_narrow (32-row d128 tiles), verify_wg_kernel (Hopper MLA)
+  bool fp8_narrow = false;       // fp8 pools on a 32-row d128 tile at a small batch: verify_kernel_narrow (plan.cpp)
   int64_t combine_blocks = 0;    // combine grid: ceil(units / (16 / combine_wpr)), or units with combine_block8;
                                  // 0 when nothing is split
   // workspace layout, bytes from its start

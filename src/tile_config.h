@@ -94,10 +94,9 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     {kGqa256Bn32, "gqa256_bm64_bn32_s2", 64, 32, 256, 256, 4, 2, 4, 2, 2, false, 2, true, 1, 4},
 };
 
-// The configurations with a second fp8 kernel, for small calls (the planner's Plan::fp8_narrow): the 32-row d128
-// tiles (verify_kernel_narrow: 64-key compact steps; their fp8 kernels otherwise take 128-key steps) and the Hopper
-// MLA kernel (verify_wg_kernel: both warpgroups copy and widen; otherwise verify_wg_kernel_wg1, warpgroup 1 alone)
-constexpr bool has_fp8_narrow_kernel(int id) { return id == kGqa128Bm32 || id == kGqa128Bm32S3 || id == kMlaWg; }
+// The configurations with a second fp8 kernel (verify_kernel_narrow: 64-key compact steps, for small batches; the
+// planner's Plan::fp8_narrow): the 32-row d128 tiles, whose fp8 kernels otherwise take 128-key steps
+constexpr bool has_fp8_narrow_kernel(int id) { return id == kGqa128Bm32 || id == kGqa128Bm32S3; }
 
 constexpr std::size_t kSmallSmemLimit = 101376;  // 99 KB: sm_86, sm_89, sm_120 per-block opt-in maximum
 

@@ -28,7 +28,7 @@ cudaError_t launch_verify_narrow(const VerifyParams& p, dim3 grid, cudaStream_t 
 #if defined(FV_HAVE_WG_KERNEL)
 // the Hopper MLA kernel (verify_wg.cuh; src/cuda/wg/verify_mla_wg.cu, sm_90a code)
 template <class T, bool KV8>
-cudaError_t launch_verify_wg(const VerifyParams& p, bool wg1, dim3 grid, cudaStream_t stream);
+cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaStream_t stream);
 #endif
 
 namespace {
@@ -80,9 +80,8 @@ uint64_t* trace_buffer(cudaStream_t s) {
 }
 #endif
 
-// narrow (Plan::fp8_narrow): the small-batch fp8 kernel where a configuration has two (the Hopper MLA kernel here)
 template <class T, bool MODS, bool KV8>
-cudaError_t launch_verify_cfg(int cfg, bool narrow, const VerifyParams& p, dim3 grid, cudaStream_t s) {
+cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
   switch (cfg) {
     case kMlaLarge: return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
     case kMlaSmall: return launch_verify<kMlaSmall, T, MODS, KV8>(p, grid, s);
@@ -96,15 +95,15 @@ cudaError_t launch_verify_cfg(int cfg, bool narrow, const VerifyParams& p, dim3 
     case kMlaWg:
       // the Hopper kernel takes 16-bit pools without modifiers, and fp8 pools with their k_scale / v_scale but
       // no other modifier (logit cap, sliding window, xai temperature); anything else takes the large mma.sync
-      // tile, whose geometry (and so the plan) is the same. fp8: the warpgroup-1 kernel where the planner chose it
-      // (not `narrow`) and the rows are 16-byte aligned (kv8_a16: its copies are 16 bytes)
+      // tile, whose geometry (and so the plan) is the same. fp8: the producer-warpgroup kernel where the rows are
+      // 16-byte aligned (kv8_a16: its copies are 16 bytes), else the kernel whose compute warps copy 8 bytes at a time
 #if defined(FV_HAVE_WG_KERNEL)
       // (and it is written for MLA's single KV head: grid.z == 1)
       if constexpr (!MODS && !KV8)
         if (grid.z == 1) return launch_verify_wg<T, false>(p, false, grid, s);
       if constexpr (KV8)
         if (grid.z == 1 && p.logit_cap == 0.f && p.window <= 0 && p.xai_len <= 0)
-          return launch_verify_wg<T, true>(p, !narrow && p.kv8_a16, grid, s);
+          return launch_verify_wg<T, true>(p, p.kv8_a16, grid, s);
 #endif
       return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;
@@ -112,14 +111,13 @@ cudaError_t launch_verify_cfg(int cfg, bool narrow, const VerifyParams& p, dim3 
 }
 
 // fp8 pools always take the modifiers' instantiation (their k_scale / v_scale live there); `narrow` (Plan::fp8_narrow):
-// the small-batch fp8 kernel (the 32-row tiles' with 64-key compact steps; the Hopper MLA kernel's: launch_verify_cfg)
+// the 32-row tiles' kernel with 64-key compact steps
 template <class T>
 cudaError_t launch_verify_for(int cfg, bool narrow, const VerifyParams& p, dim3 grid, cudaStream_t s) {
   if (p.kv_fp8 && narrow && cfg == kGqa128Bm32) return launch_verify_narrow<kGqa128Bm32, T>(p, grid, s);
   if (p.kv_fp8 && narrow && cfg == kGqa128Bm32S3) return launch_verify_narrow<kGqa128Bm32S3, T>(p, grid, s);
-  if (p.kv_fp8) return launch_verify_cfg<T, true, true>(cfg, narrow, p, grid, s);
-  return p.mods ? launch_verify_cfg<T, true, false>(cfg, false, p, grid, s)
-                : launch_verify_cfg<T, false, false>(cfg, false, p, grid, s);
+  if (p.kv_fp8) return launch_verify_cfg<T, true, true>(cfg, p, grid, s);
+  return p.mods ? launch_verify_cfg<T, true, false>(cfg, p, grid, s) : launch_verify_cfg<T, false, false>(cfg, p, grid, s);
 }
 
 // The combine launch, from the plan: Plan::combine_blocks blocks (the planner checked them against the grid

@@ -1190,15 +1190,23 @@ struct Verify {
   // slot: body(seg, m_tile, hk, split, num_splits, slot0). Segments with no queries in this CTA's row tile are
   // skipped.
   // Shared by this tile's run() and the Hopper kernel's (verify_wg.cuh).
+  static constexpr int kInlineSchedWords = SchedLayout::words(kInlinePlanMaxBatch);
   template <class Body>
   __device__ __forceinline__ static void for_each_planned_segment(const VerifyParams& p, Body&& body) {
+    __shared__ int32_t inline_sched[kInlineSchedWords];
+    for_each_planned_segment(p, body, inline_sched);
+  }
+  // the same with the inline plan's shared buffer given (kInlineSchedWords words): where one kernel walks the plan
+  // in two places (the Hopper kernel's producer and compute warpgroups), both must read the one plan warp 0 wrote
+  template <class Body>
+  __device__ __forceinline__ static void for_each_planned_segment(const VerifyParams& p, Body&& body,
+                                                                  int32_t* inline_sched) {
     const int m_tile = blockIdx.x, part = blockIdx.y, hk = blockIdx.z;
     FV_TRACE_TAG(trace_block(), 0, part);
     // the combine kernel (a programmatic dependent launch on sm_90+) may be scheduled once every CTA of this
     // grid has started; it waits for the grid to complete before it reads anything
     pdl_launch_dependents();
     static_assert(kInlinePlanMaxBatch <= 32, "one warp plans");
-    __shared__ int32_t inline_sched[SchedLayout::words(kInlinePlanMaxBatch)];
     const int32_t* sched = p.sched;
     if (p.inline_plan) {
       if (threadIdx.x < 32) plan_inline(p, inline_sched);

@@ -31,26 +31,37 @@ namespace fv {
 // step's first barrier (as the mma.sync tile does); k_scale scales the prefix scores and v_scale the prefix
 // values (folded into P; the row sums stay unscaled). Draft rows are T as ever.
 //
-// WG1 (KV8: verify_wg_kernel_wg1, for calls of many request row tiles; the planner's Plan::fp8_narrow false):
-// Warpgroup 1, which idles while warpgroup 0 computes S, copies every row of the next step, each 16-byte chunk of fp8
-// bytes (16 values) into the second of the two 16-byte slots it widens to (rows not 16-byte aligned take the kernel
-// above: the dispatcher checks VerifyParams::kv8_a16), and widens its chunks in place while its P V runs; warpgroup 0,
-// whose S and softmax are a step's critical path, does no copy or widening work. H200, MLA Hq=16 P=32K, against the kernel above (bench/NOTES.md
-// v20): N=64 B=16 3461 vs 3746 us, N=64 b1 242 vs 256, N=8 B=16 460 vs 481; slower with few row tiles (N=8 b1 50.1 vs
-// 48.7, B=2 87.6 vs 82.1), which the planner leaves to the kernel above.
-template <class T, bool KV8, bool WG1 = false>
+// PROD (KV8: verify_wg_kernel_prod, for rows that are 16-byte aligned; the dispatcher checks VerifyParams::kv8_a16,
+// other rows take the kernel above): two producer warpgroups (512 threads) copy every row and widen the fp8 ones, so
+// that the compute warpgroups do no copy or widening work. Each producer thread copies one row's 16-byte chunks c0 + 4 i
+// of fp8 bytes (16 values each) into the second of the two 16-byte slots each widens to, and widens them in place once
+// they land. Registers: setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch's 128 each:
+// 2 x 128 x (224 - 128) = 2 x 128 x (128 - 32)). Stage handoff through named barriers instead of the 16-bit kernel's one
+// CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in place), EMPTY[stage] (the compute warps
+// arrive when their P V no longer reads the stage), PFREE (warpgroup 1 is done with the P tile and the rescale factors of
+// the previous step); so warpgroup 0 may start the next S while warpgroup 1's P V runs. H200, MLA Hq=16 P=32K, graph us,
+// against the kernel above / the v20 warpgroup-1 kernel (bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9, B=4 126.5-127.3 vs
+// 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One producer warpgroup
+// (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0 vs 81.6); with
+// 16-bit pools, which need no widening, one producer warpgroup measured even and two 13-15% slower (224 registers).
+template <class T, bool KV8, bool PROD = false>
 struct VerifyWg {
-  static_assert(KV8 || !WG1, "WG1 is an fp8 kernel");
+  static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
   using V = Verify<kMlaLarge, T, false, false>;  // its segment type, row-index fetch, Q rows and tree test
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
-  static constexpr int BM = 64, BN = 64, DQK = 576, DV = 512, THREADS = 256;
+  static constexpr int BM = 64, BN = 64, DQK = 576, DV = 512, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
+  // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
+  static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6;
+  // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / 512
+  static constexpr int LAUNCH_REGS = 128, PROD_REGS = 32, COMPUTE_REGS = 224;
+  static_assert(2 * (LAUNCH_REGS - PROD_REGS) >= 2 * (COMPUTE_REGS - LAUNCH_REGS), "the CTA's register pool");
   static constexpr int KT = DQK / 64;                    // SW128 column tiles of a row
   static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
   static constexpr uint32_t OPER = KT * TILE;            // Q, or one stage of K rows
   static constexpr uint32_t OFF_Q = 0, OFF_K = OPER, OFF_P = OFF_K + 2 * OPER, OFF_STATS = OFF_P + TILE;
   static constexpr uint32_t SMEM = OFF_STATS + 3 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
-  static_assert(V::BM == BM && V::BN == BN && V::DQK == DQK && V::DV == DV && V::THREADS == THREADS,
+  static_assert(V::BM == BM && V::BN == BN && V::DQK == DQK && V::DV == DV && V::THREADS == COMPUTE,
                 "the mma.sync MLA tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
   static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
@@ -125,7 +136,7 @@ struct VerifyWg {
   // (measured on the H200, bench/NOTES.md v12: fp8 MLA N64 B16 4006 vs 4068 us with the widening at the top)
   static constexpr bool kWidenEarly = true;
   __device__ static void widen_next(const Seg& s, int step, int it, uint8_t* smem) {
-    if constexpr (KV8 && !WG1 && kWidenEarly) {
+    if constexpr (KV8 && !PROD && kWidenEarly) {
       if (step + 1 < s.k_end) {
         cp_async_wait<0>();
         widen_rows(s, step + 1, smem + OFF_K + ((it + 1) & 1) * OPER);
@@ -133,85 +144,98 @@ struct VerifyWg {
     }
   }
 
-  // WG1: row pass `pass` (0, 1) of a step is rows 32 pass + r0, and thread t = tid - 128 of warpgroup 1 (r0 = t / 4,
-  // c0 = t % 4) copies chunks c0 + 4 i (i = 0..8) of its row's 36 16-byte chunks of fp8 bytes, which widen to chunks
-  // 2 c0 and 2 c0 + 1 of SW128 tile i (chunk c0 + 4 i is copied into slot 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of
-  // a draft row's 72
-  static constexpr int RAW = DQK / 16 / 4;  // 16-byte fp8 chunks a thread a row
+  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step, c0 = t % 4: chunks c0 + 4 i (i = 0..8) of
+  // the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0 + 1 of SW128 tile i (chunk c0 + 4 i is
+  // copied into slot 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
+  static constexpr int RAW = DQK / 16 / 4;  // 16-byte fp8 chunks a thread
+  __device__ static uint32_t prod_row() { return (threadIdx.x - COMPUTE) / 4; }
 
-  // the raw index values (slot, or page) of the thread's rows of `step`, loaded a step ahead of their use
-  __device__ static void fetch8(const VerifyParams& p, const Seg& s, int step, int64_t (&idx)[2]) {
-    const int r0 = int((threadIdx.x - 128) / 4);
-#pragma unroll
-    for (int pass = 0; pass < 2; ++pass) idx[pass] = V::row_index(p, s, step * BN + r0 + 32 * pass);
+  // the raw index value (slot, or page) of the thread's row of `step`, loaded a step ahead of its use
+  __device__ static int64_t fetch8(const VerifyParams& p, const Seg& s, int step) {
+    return V::row_index(p, s, step * BN + int(prod_row()));
   }
 
-  // the thread's rows of `step` into the stage at `k_base` (zeros past the request)
-  __device__ static void issue8(const VerifyParams& p, const Seg& s, int step, const int64_t (&idx)[2],
-                                uint32_t k_base) {
-    const uint32_t t = threadIdx.x - 128, r0 = t / 4, c0 = t % 4;
+  // the thread's row of `step` into the stage at `k_base` (zeros past the request)
+  __device__ static void issue8(const VerifyParams& p, const Seg& s, int step, int64_t idx, uint32_t k_base) {
+    const uint32_t row = prod_row(), c0 = threadIdx.x % 4;
+    const int pos = step * BN + int(row);
+    if (pos < s.plen) {
+      const int64_t slot = p.paged ? idx * p.page_size + pos % p.page_size : idx;
+      const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot + 16 * c0;
+      const uint32_t off = wg::sw128_offset(row, 2 * c0 + 1);
 #pragma unroll
-    for (int pass = 0; pass < 2; ++pass) {
-      const uint32_t row = r0 + 32 * pass;
-      const int pos = step * BN + int(row);
-      if (pos < s.plen) {
-        const int64_t slot = p.paged ? idx[pass] * p.page_size + pos % p.page_size : idx[pass];
-        const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot + 16 * c0;
-        const uint32_t off = wg::sw128_offset(row, 2 * c0 + 1);
-#pragma unroll
-        for (int i = 0; i < RAW; ++i) cp_async_16(k_base + i * TILE + off, k8 + 64 * i, 16);
-      } else {
-        const T* src = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
-        int bytes = 0;
-        if (pos < s.len) {
-          src = static_cast<const T*>(p.k_draft) + (s.qo0 + (pos - s.plen)) * p.k_draft_stride_token;
-          bytes = 16;
-        }
-        // chunk c0 + 4 k is chunk c0 (k even) or c0 + 4 (k odd) of tile k / 2
-        const uint32_t off0 = wg::sw128_offset(row, c0), off1 = wg::sw128_offset(row, c0 + 4);
-#pragma unroll
-        for (int k = 0; k < 2 * RAW; ++k)
-          cp_async_16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), src + (c0 + 4 * k) * 8, bytes);
+      for (int i = 0; i < RAW; ++i) cp_async_16(k_base + i * TILE + off, k8 + 64 * i, 16);
+    } else {
+      const T* src = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
+      int bytes = 0;
+      if (pos < s.len) {
+        src = static_cast<const T*>(p.k_draft) + (s.qo0 + (pos - s.plen)) * p.k_draft_stride_token;
+        bytes = 16;
       }
+      // chunk c0 + 4 k is chunk c0 (k even) or c0 + 4 (k odd) of tile k / 2
+      const uint32_t off0 = wg::sw128_offset(row, c0), off1 = wg::sw128_offset(row, c0 + 4);
+#pragma unroll
+      for (int k = 0; k < 2 * RAW; ++k)
+        cp_async_16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), src + (c0 + 4 * k) * 8, bytes);
     }
   }
 
   // widen the thread's fp8 prefix chunks of `step` (its copies are complete) in the stage at `k_base`, which no wgmma
   // reads now
   __device__ static void widen8(const Seg& s, int step, uint32_t k_base) {
-    const uint32_t t = threadIdx.x - 128, r0 = t / 4, c0 = t % 4;
+    const uint32_t row = prod_row(), c0 = threadIdx.x % 4;
+    if (step * BN + int(row) >= s.plen) return;
+    const uint32_t off0 = wg::sw128_offset(row, 2 * c0), off1 = wg::sw128_offset(row, 2 * c0 + 1);
 #pragma unroll
-    for (int pass = 0; pass < 2; ++pass) {
-      const uint32_t row = r0 + 32 * pass;
-      if (step * BN + int(row) >= s.plen) continue;
-      const uint32_t off0 = wg::sw128_offset(row, 2 * c0), off1 = wg::sw128_offset(row, 2 * c0 + 1);
-#pragma unroll
-      for (int i = 0; i < RAW; ++i) {
-        const uint32_t tile = k_base + i * TILE;
-        uint4 v, lo, hi;
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "r"(tile + off1));
-        e4m3x16_to<T>(v, lo, hi);
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off0), "r"(lo.x), "r"(lo.y), "r"(lo.z),
-                     "r"(lo.w));
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off1), "r"(hi.x), "r"(hi.y), "r"(hi.z),
-                     "r"(hi.w));
-      }
+    for (int i = 0; i < RAW; ++i) {
+      const uint32_t tile = k_base + i * TILE;
+      uint4 v, lo, hi;
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "r"(tile + off1));
+      e4m3x16_to<T>(v, lo, hi);
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off0), "r"(lo.x), "r"(lo.y), "r"(lo.z),
+                   "r"(lo.w));
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off1), "r"(hi.x), "r"(hi.y), "r"(hi.z),
+                   "r"(hi.w));
     }
   }
 
-  // WG1: warpgroup 1's rows (`mine`) of step `next` (if any) issued into the stage at `next_base`, then the slot
-  // indices of the step after loaded; every thread commits its copies (Q's in the prologue)
-  __device__ static void issue_next8(const VerifyParams& p, const Seg& s, int next, bool mine, int64_t (&idx)[2],
-                                     uint32_t next_base) {
-    if (mine && next < s.k_end) issue8(p, s, next, idx, next_base);
-    cp_async_commit();
-    if (mine && next + 1 < s.k_end) fetch8(p, s, next + 1, idx);
-  }
+  template <int N = COMPUTE>
+  __device__ static void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(N) : "memory"); }
+  template <int N = COMPUTE>
+  __device__ static void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(N) : "memory"); }
 
-  __device__ static void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
-  __device__ static void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
+  // PROD: the producer warpgroups' part of a segment: every row of every step copied (fp8 prefix rows into the second
+  // of the two slots each 16-byte chunk widens to, draft rows as they are) and widened into the stages, the next
+  // step's copies in flight while the compute warps work on this one
+  __device__ static void produce_segment(const VerifyParams& p, const Seg& s, uint8_t* smem) {
+    const uint32_t k_base = smem_addr(smem) + OFF_K;
+    __syncthreads();  // (the compute warps' segment start) the previous segment is done with every shared buffer
+    const int n = s.k_end - s.k_begin;
+    int64_t idx = 0;
+    if (n > 0) {
+      idx = fetch8(p, s, s.k_begin);
+      issue8(p, s, s.k_begin, idx, k_base);
+      cp_async_commit();
+      if (n > 1) idx = fetch8(p, s, s.k_begin + 1);
+    }
+    for (int it = 0; it < n; ++it) {
+      const int step = s.k_begin + it;
+      cp_async_wait<0>();
+      widen8(s, step, k_base + (it & 1) * OPER);
+      wg::fence_proxy_async();                  // the copies and widened rows, for the tensor cores' reads
+      named_arrive<THREADS>(BAR_FULL + (it & 1));  // the step's stage is ready
+      if (it + 1 < n) {
+        // the other stage held step it - 1: wait until the compute warps are done with it
+        if (it >= 1) named_sync<THREADS>(BAR_EMPTY + ((it + 1) & 1));
+        issue8(p, s, step + 1, idx, k_base + ((it + 1) & 1) * OPER);
+        cp_async_commit();
+        if (it + 2 < n) idx = fetch8(p, s, step + 2);
+      }
+    }
+    __syncthreads();  // (the compute warps' epilogue barrier)
+  }
 
   __device__ static void rescale(float (&o)[4][32], float a0, float a1) {
     if (a0 == 1.f && a1 == 1.f) return;
@@ -231,10 +255,10 @@ struct VerifyWg {
   }
 
   // A warpgroup's P V: O (its 4 column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
-  // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next; WG1: meanwhile())
-  template <class Mma, class Meanwhile>
+  // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next)
+  template <class Mma>
   __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[4][32],
-                                            float a0, float a1, Mma&& mma, Meanwhile&& meanwhile) {
+                                            float a0, float a1, Mma&& mma) {
     rescale(o, a0, a1);
     fence_operands(o);
     wg::fence();
@@ -243,8 +267,7 @@ struct VerifyWg {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) mma(nb, kk);
     wg::commit();
-    if constexpr (WG1) meanwhile();
-    else widen_next(s, step, it, smem);
+    widen_next(s, step, it, smem);
     wg::wait<0>();
     fence_operands(o);
   }
@@ -264,21 +287,15 @@ struct VerifyWg {
     // ---- prologue: Q and the first step (one cp.async group), the second step's slot indices
     load_q(p, s, m_tile, q_base);
     RowIdx ri;
-    [[maybe_unused]] int64_t idx8[2];  // WG1: warpgroup 1's rows (by row pass)
-    if constexpr (!WG1) {
+    if constexpr (PROD) {
+      cp_async_commit();  // Q (the producers copy the rows)
+    } else {
       if (s.k_begin < s.k_end) {
         V::fetch_rows(p, s, s.k_begin, ri);
         issue_rows(p, s, s.k_begin, ri, base + OFF_K);
       }
       cp_async_commit();
       if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
-    } else {
-      if (wgi == 1 && s.k_begin < s.k_end) fetch8(p, s, s.k_begin, idx8);
-      issue_next8(p, s, s.k_begin, wgi == 1, idx8, base + OFF_K);
-      if (wgi == 1 && s.k_begin < s.k_end) {
-        cp_async_wait<0>();
-        widen8(s, s.k_begin, base + OFF_K);
-      }
     }
     FV_TRACE(V::trace_block(), 2);
 
@@ -297,14 +314,22 @@ struct VerifyWg {
 
     for (int step = s.k_begin; step < s.k_end; ++step) {
       const int it = step - s.k_begin;
-      cp_async_wait<0>();
-      // KV8: a segment's first step widens here; the others were widened during the previous step's P V
-      if constexpr (KV8 && !WG1)
-        if (!kWidenEarly || it == 0) widen_rows(s, step, smem + OFF_K + (it & 1) * OPER);
-      wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
-      __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
+      if constexpr (PROD) {
+        if (it == 0) {
+          cp_async_wait<0>();  // Q
+          wg::fence_proxy_async();
+        }
+        named_sync<THREADS>(BAR_FULL + (it & 1));  // the producers' rows of the step (and every compute warp's Q)
+      } else {
+        cp_async_wait<0>();
+        // KV8: a segment's first step widens here; the others were widened during the previous step's P V
+        if constexpr (KV8)
+          if (!kWidenEarly || it == 0) widen_rows(s, step, smem + OFF_K + (it & 1) * OPER);
+        wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
+        __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
+      }
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
-      if constexpr (!WG1) {
+      if constexpr (!PROD) {
         const int next = step + 1;
         if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER);
         cp_async_commit();
@@ -366,6 +391,8 @@ struct VerifyWg {
           m_run[h] = m_new;
         }
         uint32_t a[4][4];  // P as the A operand of the 4 key steps: n-tile 2 kk -> a0, a1; 2 kk + 1 -> a2, a3
+        if constexpr (PROD)
+          if (it > 0) named_sync(BAR_PFREE);  // warpgroup 1 is done with the previous P and rescale factors
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const float p0 = exp2_ftz(acc[4 * j] - use[0]), p1 = exp2_ftz(acc[4 * j + 1] - use[0]);
@@ -394,29 +421,25 @@ struct VerifyWg {
           if (t4 == 0) alpha_s[row_of[h]] = alpha[h];
         }
         wg::fence_proxy_async();  // P, for warpgroup 1's operand reads
-        named_arrive(1);          // P and the rescale factors are in shared memory
+        named_arrive(BAR_P);      // P and the rescale factors are in shared memory
 
         // ---- O[:, 0:256] = O * alpha + P V (P from registers)
         pv(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
           wg::mma_m64n64k16_rs_tb<T>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
-        }, [] {});
+        });
+        if constexpr (PROD)
+          if (step + 2 < s.k_end) named_arrive<THREADS>(BAR_EMPTY + (it & 1));  // the producers refill the stage
       } else {
-        // WG1: the next step's rows, copied while warpgroup 0 computes S and widened while this P V runs
-        [[maybe_unused]] const int next = step + 1;
-        [[maybe_unused]] const uint32_t next_base = base + OFF_K + ((it + 1) & 1) * OPER;
-        if constexpr (WG1) issue_next8(p, s, next, true, idx8, next_base);
-        named_sync(1);  // warpgroup 0 wrote P and the rescale factors
+        named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, 256:512] = O * alpha + P V (P from the P tile)
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
           wg::mma_m64n64k16_ss_tb<T>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
                                      wg::desc_sw128(k_base + (4 + nb) * TILE + 2048 * kk, TILE, 1024));
-        }, [&] {
-          if constexpr (WG1)
-            if (next < s.k_end) {
-              cp_async_wait<0>();
-              widen8(s, next, next_base);
-            }
         });
+        if constexpr (PROD) {
+          if (step + 1 < s.k_end) named_arrive(BAR_PFREE);
+          if (step + 2 < s.k_end) named_arrive<THREADS>(BAR_EMPTY + (it & 1));
+        }
       }
     }
 
@@ -480,6 +503,24 @@ struct VerifyWg {
   // The mma.sync tile's plan, segments and splits (Verify::for_each_planned_segment) with this tile's body
   __device__ static void run(const VerifyParams& p, uint8_t* smem_raw) {
     uint8_t* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // SW128 tiles: 1024-aligned
+    if constexpr (PROD) {
+      // the two warpgroup roles walk the plan in two places: one inline plan buffer for both
+      __shared__ int32_t inline_sched[V::kInlineSchedWords];
+      if (threadIdx.x >= COMPUTE) {
+        wg::set_max_regs<PROD_REGS, false>();
+        V::for_each_planned_segment(
+            p, [&](const Seg& s, int, int, int, int, int) { produce_segment(p, s, smem); }, inline_sched);
+      } else {
+        wg::set_max_regs<COMPUTE_REGS, true>();
+        V::for_each_planned_segment(
+            p,
+            [&](const Seg& s, int m_tile, int, int split, int num_splits, int slot0) {
+              run_segment(p, s, m_tile, split, num_splits, slot0, smem);
+            },
+            inline_sched);
+      }
+      return;
+    }
     V::for_each_planned_segment(p, [&](const Seg& s, int m_tile, int, int split, int num_splits, int slot0) {
       run_segment(p, s, m_tile, split, num_splits, slot0, smem);
     });
@@ -496,10 +537,9 @@ __global__ void __launch_bounds__(256, 1) verify_wg_kernel(const __grid_constant
 #endif
 }
 
-// fp8 pools, calls of many request row tiles (WG1 above); a kernel of its own, so that the other kernels keep their
-// names
+// fp8 pools with 16-byte aligned rows: two producer warpgroups (PROD above; 512 threads)
 template <class T>
-__global__ void __launch_bounds__(256, 1) verify_wg_kernel_wg1(const __grid_constant__ VerifyParams p) {
+__global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
   VerifyWg<T, true, true>::run(p, smem);
@@ -508,16 +548,18 @@ __global__ void __launch_bounds__(256, 1) verify_wg_kernel_wg1(const __grid_cons
 #endif
 }
 
-// wg1: the fp8 kernel for calls of many request row tiles (KV8 only)
+// prod (KV8 only): the producer-warpgroup kernel
 template <class T, bool KV8>
-cudaError_t launch_verify_wg(const VerifyParams& p, bool wg1, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaStream_t stream) {
   using W = VerifyWg<T, KV8>;
-  static_assert(VerifyWg<T, true, true>::SMEM == W::SMEM, "one shared-memory size");
-  const auto kernel = KV8 && wg1 ? verify_wg_kernel_wg1<T> : verify_wg_kernel<T, KV8>;
+  using WP = VerifyWg<T, true, true>;
+  static_assert(WP::SMEM == W::SMEM, "one shared-memory size");
+  const auto kernel = KV8 && prod ? verify_wg_kernel_prod<T> : verify_wg_kernel<T, KV8>;
+  const int threads = KV8 && prod ? WP::THREADS : W::THREADS;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
   if (err != cudaSuccess) return err;
-  kernel<<<grid, W::THREADS, W::SMEM, stream>>>(p);
+  kernel<<<grid, threads, W::SMEM, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -60,6 +60,16 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+// setmaxnreg: this warpgroup's register budget from here on (INC: raise it, else lower it); every warp of the
+// warpgroup executes it
+template <int N, bool INC>
+__device__ __forceinline__ void set_max_regs() {
+#if FV_HAS_WGMMA
+  if constexpr (INC) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+  else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
 __device__ __forceinline__ void fence() {
 #if FV_HAS_WGMMA
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

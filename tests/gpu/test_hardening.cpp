@@ -557,14 +557,13 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
     EXPECT_EQ(run_checked(dp, dp.args()), FV_OK) << fv_last_error();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  // the fp8-KV instantiation of every configuration (bf16 model dtype), paged and not; the 32-row d128 tiles and the
-  // Hopper MLA kernel have two fp8 kernels (plan.cpp: 64-key compact steps up to kFp8NarrowMaxBatch requests, wide
-  // steps above; both warpgroups copying up to kFp8MlaNarrowMaxTiles request row tiles, warpgroup 1 alone above):
-  // both run
+  // the fp8-KV instantiation of every configuration (bf16 model dtype), paged and not; the 32-row d128 tiles have
+  // two fp8 kernels (plan.cpp: 64-key compact steps up to kFp8NarrowMaxBatch requests, wide steps above): both run.
+  // (The Hopper MLA kernel's fp8 rows here are 16-byte aligned: its producer-warpgroup kernel; Fp8 and HopperMla run
+  // its 8-byte-aligned kernel with padded rows.)
   int fp8_runs = 0;
   auto fp8_kernels = [](const C& c) -> std::vector<const char*> {
-    if (std::string(c.config).rfind("gqa128_bm32", 0) == 0 || std::string(c.config) == "mla576_wg_bm64_bn64_s2")
-      return {"0", "1"};
+    if (std::string(c.config).rfind("gqa128_bm32", 0) == 0) return {"0", "1"};
     return {nullptr};
   };
   for (const C& c : configs) {
@@ -607,8 +606,8 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
 
 // fp8 pools whose head rows are `pad` bytes longer than the head and whose slot rows carry `pad` more bytes. pad 8
 // (every stride a multiple of 8 bytes, none of 16): the 16-byte fp8 copies (the in-register widening's compact
-// rows, FLASHVERIFY_FP8_PAIRS=1 in the other tiles, the Hopper MLA kernel's warpgroup-1 kernel) must fall back to
-// 8-byte copies. pad 16: strides that are multiples of 16 bytes but not the rows' size.
+// rows, FLASHVERIFY_FP8_PAIRS=1 in the other tiles, the Hopper MLA kernel's producer-warpgroup kernel) must fall back
+// to 8-byte copies. pad 16: strides that are multiples of 16 bytes but not the rows' size.
 // Padding bytes hold NaN (0x7f).
 void run_padded_fp8(const CaseSpec& spec, const char* config, int pad = 8) {
   const ScopedEnv forced("FLASHVERIFY_CONFIG", config);
@@ -772,17 +771,10 @@ TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
   REQUIRE_GPU();
   const char* cfg = "mla576_wg_bm64_bn64_s2";
   const uint64_t seed = fvt::session_seed() + 71;
-  // fp8 cases run both fp8 kernels (plan.cpp: both warpgroups copy and widen up to kFp8MlaNarrowMaxTiles request row
-  // tiles, warpgroup 1 alone above)
+  // (fp8 cases with 16-byte aligned rows: the producer-warpgroup kernel; the padded rows at the end: both fp8 kernels)
   auto check = [&](const CaseSpec& s, const char* label) {
     const ScopedEnv forced("FLASHVERIFY_CONFIG", cfg);
-    for (const char* wide : {"0", "1"}) {
-      if (!s.kv_fp8 && wide[0] == '1') break;
-      const ScopedEnv kernel("FLASHVERIFY_FP8_WIDE", wide);
-      const char* kind = !s.kv_fp8 ? "" : wide[0] == '1' ? " (warpgroup 1)" : " (both warpgroups)";
-      const std::string l = std::string(label) + kind;
-      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), l.c_str()));
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), label));
   };
   CaseSpec paged = base_case(true, seed);
   paged.kv_fp8 = true;
@@ -847,13 +839,9 @@ TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
   padded.kv_fp8 = true;
   padded.k_scale = 0.5f;
   padded.v_scale = 2.f;
-  // rows 8-byte aligned (the warpgroup-1 kernel, which copies 16 bytes, is not taken) and 16-byte aligned rows 608
-  // bytes apart, each with either fp8 kernel asked for
-  for (int pad : {8, 16})
-    for (const char* wide : {"0", "1"}) {
-      const ScopedEnv kernel("FLASHVERIFY_FP8_WIDE", wide);
-      ASSERT_NO_FATAL_FAILURE(run_padded_fp8(padded, cfg, pad));
-    }
+  // rows 8-byte aligned (the kernel whose compute warps copy 8 bytes at a time: the producer-warpgroup kernel copies
+  // 16) and 16-byte aligned rows 608 bytes apart (the producer-warpgroup kernel)
+  for (int pad : {8, 16}) ASSERT_NO_FATAL_FAILURE(run_padded_fp8(padded, cfg, pad));
 }
 
 }  // namespace
