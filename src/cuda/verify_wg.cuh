@@ -33,17 +33,18 @@ namespace fv {
 //
 // PROD (KV8: verify_wg_kernel_prod, for rows that are 16-byte aligned; the dispatcher checks VerifyParams::kv8_a16,
 // other rows take the kernel above): two producer warpgroups (512 threads) copy every row and widen the fp8 ones, so
-// that the compute warpgroups do no copy or widening work. Each producer thread copies one row's 16-byte chunks c0 + 4 i
-// of fp8 bytes (16 values each) into the second of the two 16-byte slots each widens to, and widens them in place once
-// they land. Registers: setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch's 128 each:
-// 2 x 128 x (224 - 128) = 2 x 128 x (128 - 32)). Stage handoff through named barriers instead of the 16-bit kernel's one
-// CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in place), EMPTY[stage] (the compute warps
-// arrive when their P V no longer reads the stage), PFREE (warpgroup 1 is done with the P tile and the rescale factors of
-// the previous step); so warpgroup 0 may start the next S while warpgroup 1's P V runs. H200, MLA Hq=16 P=32K, graph us,
-// against the kernel above / the v20 warpgroup-1 kernel (bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9, B=4 126.5-127.3 vs
-// 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One producer warpgroup
-// (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0 vs 81.6); with
-// 16-bit pools, which need no widening, one producer warpgroup measured even and two 13-15% slower (224 registers).
+// that the compute warpgroups do no copy or widening work. Each producer thread copies one row's 16-byte chunks
+// c0 + 4 i of fp8 bytes (16 values each) into the second of the two 16-byte slots each widens to, and widens them in
+// place once they land. Registers: setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch
+// gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x (128 - 32)). The stages change hands through named barriers
+// instead of the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in
+// place), EMPTY[stage] (the compute warps arrive when their P V no longer reads the stage), PFREE (warpgroup 1 is done
+// with the P tile and the rescale factors of the previous step); so warpgroup 0 may start the next S while warpgroup
+// 1's P V runs. H200, MLA Hq=16 P=32K, graph us, against v20's fp8 kernels (the kernel above up to 8 request row
+// tiles, else a kernel in which warpgroup 1 copied and widened; bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9,
+// B=4 126.5-127.3 vs 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One
+// producer warpgroup (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0
+// vs 81.6); with 16-bit pools, which need no widening, one producer warpgroup measured even and two 13-15% slower.
 template <class T, bool KV8, bool PROD = false>
 struct VerifyWg {
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
@@ -144,9 +145,9 @@ struct VerifyWg {
     }
   }
 
-  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step, c0 = t % 4: chunks c0 + 4 i (i = 0..8) of
-  // the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0 + 1 of SW128 tile i (chunk c0 + 4 i is
-  // copied into slot 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
+  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step, c0 = t % 4: chunks c0 + 4 i (i = 0..8)
+  // of the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0 + 1 of SW128 tile i (chunk
+  // c0 + 4 i is copied into slot 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
   static constexpr int RAW = DQK / 16 / 4;  // 16-byte fp8 chunks a thread
   __device__ static uint32_t prod_row() { return (threadIdx.x - COMPUTE) / 4; }
 
