@@ -255,6 +255,14 @@ TEST(Plan, Fp8ThirtyTwoRowTilesTakeTheNarrowKernelAtSmallBatches) {
     ASSERT_EQ(plan.cfg->id, fv::kMlaWg);
     EXPECT_FALSE(fv::has_fp8_narrow_kernel(plan.cfg->id));
     EXPECT_FALSE(plan.fp8_narrow) << b;
+    const fv::Plan auto_plan = plan;
+    for (const char* v : {"0", "1"}) {
+      const fvt::ScopedEnv forced("FLASHVERIFY_FP8_WIDE", v);
+      ASSERT_EQ(fv::make_plan(m, h200_wg, &plan), FV_OK);
+      EXPECT_EQ(plan.cfg, auto_plan.cfg);
+      EXPECT_FALSE(plan.fp8_narrow) << b << " " << v;
+      EXPECT_EQ(plan.num_parts, auto_plan.num_parts);
+    }
   }
 }
 

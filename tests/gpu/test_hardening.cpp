@@ -559,8 +559,8 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
   }
   // the fp8-KV instantiation of every configuration (bf16 model dtype), paged and not; the 32-row d128 tiles have
   // two fp8 kernels (plan.cpp: 64-key compact steps up to kFp8NarrowMaxBatch requests, wide steps above): both run.
-  // (The Hopper MLA kernel's fp8 rows here are 16-byte aligned: its producer-warpgroup kernel; Fp8 and HopperMla run
-  // its 8-byte-aligned kernel with padded rows.)
+  // (The Hopper MLA kernel's fp8 rows here are 16-byte aligned: its producer-warpgroup kernel; HopperMla runs its
+  // kernel for 8-byte aligned rows with padded rows.)
   int fp8_runs = 0;
   auto fp8_kernels = [](const C& c) -> std::vector<const char*> {
     if (std::string(c.config).rfind("gqa128_bm32", 0) == 0) return {"0", "1"};
