@@ -504,6 +504,9 @@ struct VerifyWg {
   // The mma.sync tile's plan, segments and splits (Verify::for_each_planned_segment) with this tile's body
   __device__ static void run(const VerifyParams& p, uint8_t* smem_raw) {
     uint8_t* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // SW128 tiles: 1024-aligned
+    auto compute = [&](const Seg& s, int m_tile, int, int split, int num_splits, int slot0) {
+      run_segment(p, s, m_tile, split, num_splits, slot0, smem);
+    };
     if constexpr (PROD) {
       // the two warpgroup roles walk the plan in two places: one inline plan buffer for both
       __shared__ int32_t inline_sched[V::kInlineSchedWords];
@@ -513,18 +516,11 @@ struct VerifyWg {
             p, [&](const Seg& s, int, int, int, int, int) { produce_segment(p, s, smem); }, inline_sched);
       } else {
         wg::set_max_regs<COMPUTE_REGS, true>();
-        V::for_each_planned_segment(
-            p,
-            [&](const Seg& s, int m_tile, int, int split, int num_splits, int slot0) {
-              run_segment(p, s, m_tile, split, num_splits, slot0, smem);
-            },
-            inline_sched);
+        V::for_each_planned_segment(p, compute, inline_sched);
       }
-      return;
+    } else {
+      V::for_each_planned_segment(p, compute);
     }
-    V::for_each_planned_segment(p, [&](const Seg& s, int m_tile, int, int split, int num_splits, int slot0) {
-      run_segment(p, s, m_tile, split, num_splits, slot0, smem);
-    });
   }
 };
 
