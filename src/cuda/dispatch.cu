@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -314,6 +315,23 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
               a.v_pool_stride_slot % 16 == 0 && a.v_pool_stride_head % 16 == 0;
   p.kv8_pairs = pairs_env && p.kv8_a16;
   p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f || p.kv_fp8;
+  // fp8 pools with a bf16 model: the Hopper MLA kernel's producer path multiplies in fp16 (verify_wg.cuh, F16) where
+  // the scales leave fp16 room: |k_scale| and |v_scale| in [2^-12, 2^12] and within 2^6 of each other (P's two factors
+  // then lie in [2^-7, 1]); FLASHVERIFY_FP8_MLA_F16=0 keeps bf16 products (read per call: tests and benchmark A/B)
+  p.fp8_f16 = 0;
+  p.f16_draft_row = p.f16_draft_score = p.f16_p_prefix = p.f16_p_draft = p.f16_out = 1.f;
+  const float ak = std::fabs(k_scale), av = std::fabs(v_scale);
+  if (p.kv_fp8 && pb.dtype == FV_DTYPE_BF16 && ak >= 0x1p-12f && ak <= 0x1p12f && av >= 0x1p-12f && av <= 0x1p12f &&
+      av <= ak * 0x1p6f && ak <= av * 0x1p6f && env_on_unless_0("FLASHVERIFY_FP8_MLA_F16")) {
+    p.fp8_f16 = 1;
+    const int kd_log2 = -static_cast<int>(std::lround(std::log2(ak)));  // kd ~ 1 / |k_scale|
+    const int sigma = static_cast<int>(std::ceil(std::log2(std::max(av, std::ldexp(1.f, -kd_log2)))));
+    p.f16_draft_row = std::ldexp(1.f, kd_log2);
+    p.f16_draft_score = std::ldexp(1.f, -kd_log2);
+    p.f16_p_prefix = std::ldexp(v_scale, -sigma);
+    p.f16_p_draft = std::ldexp(1.f, -kd_log2 - sigma);
+    p.f16_out = std::ldexp(1.f, sigma);
+  }
 
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   p.sched = reinterpret_cast<int32_t*>(ws + plan.off_sched);

@@ -67,6 +67,12 @@ struct VerifyParams {
 
   int kv8_a16;  // fp8 pool strides are multiples of 16 bytes: 16-byte copies allowed
   int combine_wpr;  // warps a combine unit (Plan::combine_wpr)
+  // the Hopper MLA kernel's fp8 path with a bf16 model multiplies in fp16 (verify_wg.cuh, F16): draft rows times
+  // f16_draft_row (kd, a power of two near 1 / k_scale), their scores times f16_draft_score = 1 / kd; P times
+  // f16_p_prefix = v_scale 2^-sigma (prefix keys) or f16_p_draft = 2^-sigma / kd (draft keys), sigma making the larger
+  // of the two at most 1, and the output times f16_out = 2^sigma
+  int fp8_f16;
+  float f16_draft_row, f16_draft_score, f16_p_prefix, f16_p_draft, f16_out;
 #if defined(FLASHVERIFY_TRACE)
   uint64_t* trace;  // trace.cuh
 #endif

@@ -45,9 +45,21 @@ namespace fv {
 // B=4 126.5-127.3 vs 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One
 // producer warpgroup (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0
 // vs 81.6); with 16-bit pools, which need no widening, one producer warpgroup measured even and two 13-15% slower.
-template <class T, bool KV8, bool PROD = false>
+//
+// F16 (PROD with a bf16 model): the products run in fp16, whose e4m3 widening is one instruction a pair (bf16's is four:
+// F2FP unpack to f16, two HADD2.F32, F2FP pack). At a segment's start the compute warps turn each Q row into fp16
+// with a power-of-two factor 2^e that puts its largest magnitude in [2^14, 2^15) (exact: bf16's 8 significant bits fit
+// fp16's 11) while the producers wait for the first rows, and take 2^-e into the row's score scale. Draft rows become fp16 times kd (a power of
+// two near 1 / k_scale, VerifyParams::f16_draft_row), their scores and P take 1 / kd back; P's factors (v_scale for the
+// prefix keys, 1 / kd for the draft keys) are divided by a power of two 2^sigma that makes the larger one at most 1,
+// and the output takes 2^sigma back. So fp16 holds every value the pool's e4m3 range holds, 146x over: draft values
+// beyond 65504 / kd overflow (Inf). The dispatcher takes this kernel only with |k_scale| and |v_scale| in [2^-12, 2^12]
+// and within 2^6 of each other; FLASHVERIFY_FP8_MLA_F16=0 turns it off. P in fp16 is more precise than in bf16.
+template <class T, bool KV8, bool PROD = false, bool F16 = false>
 struct VerifyWg {
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
+  static_assert(!F16 || (PROD && std::is_same<T, __nv_bfloat16>::value), "F16: the bf16 models' producer kernel");
+  using M = std::conditional_t<F16, __half, T>;  // the products' operand type
   using V = Verify<kMlaLarge, T, false, false>;  // its segment type, row-index fetch, Q rows and tree test
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
@@ -61,7 +73,8 @@ struct VerifyWg {
   static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
   static constexpr uint32_t OPER = KT * TILE;            // Q, or one stage of K rows
   static constexpr uint32_t OFF_Q = 0, OFF_K = OPER, OFF_P = OFF_K + 2 * OPER, OFF_STATS = OFF_P + TILE;
-  static constexpr uint32_t SMEM = OFF_STATS + 3 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
+  // statistics: rescale factors, row sums, row maxima, (F16) Q's row factors 2^-e
+  static constexpr uint32_t SMEM = OFF_STATS + 4 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
   static_assert(V::BM == BM && V::BN == BN && V::DQK == DQK && V::DV == DV && V::THREADS == COMPUTE,
                 "the mma.sync MLA tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
@@ -97,9 +110,10 @@ struct VerifyWg {
     }
   }
 
-  // Q rows: thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (18 of the row's 72)
-  __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base) {
-    const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
+  // Q rows: thread t (of the 256 that load them: the compute warps', or F16 the producers') copies chunks c0, c0 + 4,
+  // ... (18 of the row's 72) of row t / 4, c0 = t % 4
+  __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, uint32_t t) {
+    const int row = t / 4, c0 = t % 4;
     int bytes;
     const T* src = V::q_row_src(p, s, m_tile, 0, row, bytes);
 #pragma unroll
@@ -182,10 +196,15 @@ struct VerifyWg {
   }
 
   // widen the thread's fp8 prefix chunks of `step` (its copies are complete) in the stage at `k_base`, which no wgmma
-  // reads now
-  __device__ static void widen8(const Seg& s, int step, uint32_t k_base) {
+  // reads now (F16: a draft row's chunks become fp16 times kd in place)
+  __device__ static void widen8(const VerifyParams& p, const Seg& s, int step, uint32_t k_base) {
     const uint32_t row = prod_row(), c0 = threadIdx.x % 4;
-    if (step * BN + int(row) >= s.plen) return;
+    const int pos = step * BN + int(row);
+    if (pos >= s.plen) {
+      if constexpr (F16)
+        if (pos < s.len) draft_to_f16(k_base, row, c0, p.f16_draft_row);
+      return;
+    }
     const uint32_t off0 = wg::sw128_offset(row, 2 * c0), off1 = wg::sw128_offset(row, 2 * c0 + 1);
 #pragma unroll
     for (int i = 0; i < RAW; ++i) {
@@ -194,12 +213,57 @@ struct VerifyWg {
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                    : "r"(tile + off1));
-      e4m3x16_to<T>(v, lo, hi);
+      e4m3x16_to<M>(v, lo, hi);
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off0), "r"(lo.x), "r"(lo.y), "r"(lo.z),
                    "r"(lo.w));
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off1), "r"(hi.x), "r"(hi.y), "r"(hi.z),
                    "r"(hi.w));
     }
+  }
+
+  // F16: eight bf16 values (a 16-byte chunk of shared memory) times f, rounded to fp16, in place
+  __device__ static void chunk_bf16_to_f16(uint32_t addr, float f) {
+    uint32_t w[4];
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(addr));
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w[i] = pack2<__half>(__uint_as_float(w[i] << 16) * f, __uint_as_float(w[i] & 0xffff0000u) * f);
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
+  }
+
+  // F16: the thread's chunks of a draft row (issue8's draft mapping) times kd in fp16
+  __device__ static void draft_to_f16(uint32_t k_base, uint32_t row, uint32_t c0, float kd) {
+    const uint32_t off0 = wg::sw128_offset(row, c0), off1 = wg::sw128_offset(row, c0 + 4);
+#pragma unroll 2
+    for (int k = 0; k < 2 * RAW; ++k) chunk_bf16_to_f16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), kd);
+  }
+
+  // F16: the compute thread's Q chunks (load_q's mapping, t = tid; they have landed) into fp16 times 2^e, e putting the
+  // row's largest magnitude in [2^14, 2^15) (0 for rows of zeros, Inf or NaN); 2^-e into q_fac[row]
+  __device__ static void q_to_f16(uint32_t q_base, float* q_fac) {
+    const uint32_t t = threadIdx.x, row = t / 4, c0 = t % 4;
+    auto addr = [&](int c) {
+      const uint32_t cc = c0 + 4 * c;
+      return q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8);
+    };
+    uint32_t mx = 0;  // the largest |value| of the row as bf16 bits, in both halves (bf16 magnitudes order as integers)
+#pragma unroll 1
+    for (int c = 0; c < DQK / 8 / 4; ++c) {
+      uint32_t w[4];
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(addr(c)));
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mx = __vmaxu2(mx, w[i] & 0x7fff7fffu);
+    }
+    mx = __vmaxu2(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's quad
+    mx = __vmaxu2(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = max(mx & 0xffffu, mx >> 16);
+    // bf16 exponent field E: |max| in [2^(E-127), 2^(E-126)) (subnormals: below 2^-126, scaled as 2^-126)
+    const int ex = int(mx >> 7);
+    const int e = (mx == 0 || ex >= 255) ? 0 : min(14 - (max(ex, 1) - 127), 126);
+    if (c0 == 0) q_fac[row] = __uint_as_float(uint32_t(127 - e) << 23);
+    const float f = __uint_as_float(uint32_t(127 + e) << 23);
+#pragma unroll 1
+    for (int c = 0; c < DQK / 8 / 4; ++c) chunk_bf16_to_f16(addr(c), f);
   }
 
   template <int N = COMPUTE>
@@ -224,7 +288,7 @@ struct VerifyWg {
     for (int it = 0; it < n; ++it) {
       const int step = s.k_begin + it;
       cp_async_wait<0>();
-      widen8(s, step, k_base + (it & 1) * OPER);
+      widen8(p, s, step, k_base + (it & 1) * OPER);
       wg::fence_proxy_async();                  // the copies and widened rows, for the tensor cores' reads
       named_arrive<THREADS>(BAR_FULL + (it & 1));  // the step's stage is ready
       if (it + 1 < n) {
@@ -282,11 +346,12 @@ struct VerifyWg {
     float* alpha_s = reinterpret_cast<float*>(smem + OFF_STATS);
     float* l_fin = alpha_s + BM;
     float* m_fin = l_fin + BM;
+    float* q_fac = m_fin + BM;  // F16
 
     __syncthreads();  // the previous segment is done with every shared buffer
 
     // ---- prologue: Q and the first step (one cp.async group), the second step's slot indices
-    load_q(p, s, m_tile, q_base);
+    load_q(p, s, m_tile, q_base, threadIdx.x);
     RowIdx ri;
     if constexpr (PROD) {
       cp_async_commit();  // Q (the producers copy the rows)
@@ -300,6 +365,13 @@ struct VerifyWg {
     }
     FV_TRACE(V::trace_block(), 2);
 
+    if constexpr (F16)
+      if (s.k_begin < s.k_end) {
+        cp_async_wait<0>();      // Q
+        q_to_f16(q_base, q_fac);  // (while the producers wait for the first rows)
+        wg::fence_proxy_async();
+      }
+
     int row_of[2], tok[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -307,6 +379,7 @@ struct VerifyWg {
       tok[h] = (m_tile * BM + row_of[h]) / p.group;
     }
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    float qf[2] = {1.f, 1.f};  // F16: the rows' Q factors 2^-e (read at the segment's first step)
     float o[4][32];  // columns 256 wgi + 64 nb + 8 j + 2 t4 (+1), rows g (+ 8) of the warp's 16
 #pragma unroll
     for (int nb = 0; nb < 4; ++nb)
@@ -316,11 +389,16 @@ struct VerifyWg {
     for (int step = s.k_begin; step < s.k_end; ++step) {
       const int it = step - s.k_begin;
       if constexpr (PROD) {
-        if (it == 0) {
-          cp_async_wait<0>();  // Q
-          wg::fence_proxy_async();
-        }
+        if constexpr (!F16)
+          if (it == 0) {
+            cp_async_wait<0>();  // Q
+            wg::fence_proxy_async();
+          }
         named_sync<THREADS>(BAR_FULL + (it & 1));  // the producers' rows of the step (and every compute warp's Q)
+        if constexpr (F16)
+          if (it == 0)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
       } else {
         cp_async_wait<0>();
         // KV8: a segment's first step widens here; the others were widened during the previous step's P V
@@ -347,7 +425,7 @@ struct VerifyWg {
         for (int kb = 0; kb < KT; ++kb)
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            wg::mma_m64n64k16_ss<T>(acc, wg::desc_sw128(q_base + kb * TILE + 32 * j, 16, 1024),
+            wg::mma_m64n64k16_ss<M>(acc, wg::desc_sw128(q_base + kb * TILE + 32 * j, 16, 1024),
                                     wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024), kb + j > 0);
         wg::commit();
         wg::wait<0>();
@@ -358,8 +436,14 @@ struct VerifyWg {
         float mx[2] = {-INFINITY, -INFINITY};
         // KV8: k_scale multiplies the prefix scores (folded into scale_log2_prefix)
         if (!tail) {
+          if constexpr (F16) {
+            const float c[2] = {p.scale_log2_prefix * qf[0], p.scale_log2_prefix * qf[1]};
 #pragma unroll
-          for (int i = 0; i < 32; ++i) acc[i] *= KV8 ? p.scale_log2_prefix : p.scale_log2;
+            for (int i = 0; i < 32; ++i) acc[i] *= c[(i >> 1) & 1];
+          } else {
+#pragma unroll
+            for (int i = 0; i < 32; ++i) acc[i] *= KV8 ? p.scale_log2_prefix : p.scale_log2;
+          }
         } else {
 #pragma unroll
           for (int j = 0; j < 8; ++j)
@@ -369,6 +453,7 @@ struct VerifyWg {
               const int pos = step * BN + 8 * j + 2 * t4 + (e & 1);
               if constexpr (KV8)
                 if (pos < s.plen) v = acc[4 * j + e] * p.scale_log2_prefix;
+              if constexpr (F16) v *= qf[e >> 1] * (pos < s.plen ? 1.f : p.f16_draft_score);
               const int tk = tok[e >> 1];
               if (pos >= s.len) v = -INFINITY;
               else if (pos >= s.plen && (tk >= s.n || !V::tree_visible(p, s, tk, pos - s.plen))) v = -INFINITY;
@@ -401,14 +486,15 @@ struct VerifyWg {
           sum[0] += p0 + p1;
           sum[1] += p2 + p3;
           uint32_t w0, w1;
-          if constexpr (KV8) {  // v_scale on the prefix keys' P (the row sums above stay unscaled)
+          if constexpr (KV8) {  // v_scale on the prefix keys' P (the row sums stay unscaled); F16: VerifyParams' factors
             const int pos = step * BN + 8 * j + 2 * t4;
-            const float v0 = pos < s.plen ? p.v_scale : 1.f, v1 = pos + 1 < s.plen ? p.v_scale : 1.f;
-            w0 = pack2<T>(p0 * v0, p1 * v1);
-            w1 = pack2<T>(p2 * v0, p3 * v1);
+            const float vp = F16 ? p.f16_p_prefix : p.v_scale, vd = F16 ? p.f16_p_draft : 1.f;
+            const float v0 = pos < s.plen ? vp : vd, v1 = pos + 1 < s.plen ? vp : vd;
+            w0 = pack2<M>(p0 * v0, p1 * v1);
+            w1 = pack2<M>(p2 * v0, p3 * v1);
           } else {
-            w0 = pack2<T>(p0, p1);
-            w1 = pack2<T>(p2, p3);
+            w0 = pack2<M>(p0, p1);
+            w1 = pack2<M>(p2, p3);
           }
           a[j / 2][2 * (j % 2)] = w0;
           a[j / 2][2 * (j % 2) + 1] = w1;
@@ -426,7 +512,7 @@ struct VerifyWg {
 
         // ---- O[:, 0:256] = O * alpha + P V (P from registers)
         pv(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
-          wg::mma_m64n64k16_rs_tb<T>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
+          wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD)
           if (step + 2 < s.k_end) named_arrive<THREADS>(BAR_EMPTY + (it & 1));  // the producers refill the stage
@@ -434,7 +520,7 @@ struct VerifyWg {
         named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, 256:512] = O * alpha + P V (P from the P tile)
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
-          wg::mma_m64n64k16_ss_tb<T>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
+          wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
                                      wg::desc_sw128(k_base + (4 + nb) * TILE + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD) {
@@ -471,6 +557,7 @@ struct VerifyWg {
       float inv = l > 0.f ? 1.f / l : 0.f;
       // a sink joins the denominator once: here when the request is not split, else in the combine
       if (final_out && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[hq] * kLog2e, m, l, inv);
+      if constexpr (F16) inv *= p.f16_out;  // P's 2^-sigma
       const int64_t tok_row = s.qo0 + i;
       const float lse2 = lse_log2(m, l);
       const int col0 = 256 * wgi + 2 * t4;
@@ -534,24 +621,28 @@ __global__ void __launch_bounds__(256, 1) verify_wg_kernel(const __grid_constant
 #endif
 }
 
-// fp8 pools with 16-byte aligned rows: two producer warpgroups (PROD above; 512 threads)
-template <class T>
+// fp8 pools with 16-byte aligned rows: two producer warpgroups (PROD above; 512 threads); F16: fp16 products (bf16)
+template <class T, bool F16>
 __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T, true, true>::run(p, smem);
+  VerifyWg<T, true, true, F16>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
 }
 
-// prod (KV8 only): the producer-warpgroup kernel
+// prod (KV8 only): the producer-warpgroup kernel; with p.fp8_f16 (bf16 models) its fp16 products
 template <class T, bool KV8>
 cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaStream_t stream) {
   using W = VerifyWg<T, KV8>;
   using WP = VerifyWg<T, true, true>;
   static_assert(WP::SMEM == W::SMEM, "one shared-memory size");
-  const auto kernel = KV8 && prod ? verify_wg_kernel_prod<T> : verify_wg_kernel<T, KV8>;
+  auto kernel = KV8 && prod ? verify_wg_kernel_prod<T, false> : verify_wg_kernel<T, KV8>;
+  if constexpr (KV8 && std::is_same<T, __nv_bfloat16>::value) {
+    static_assert(VerifyWg<T, true, true, true>::SMEM == W::SMEM, "one shared-memory size");
+    if (prod && p.fp8_f16) kernel = verify_wg_kernel_prod<T, true>;
+  }
   const int threads = KV8 && prod ? WP::THREADS : W::THREADS;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));

@@ -844,4 +844,53 @@ TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
   for (int pad : {8, 16}) ASSERT_NO_FATAL_FAILURE(run_padded_fp8(padded, cfg, pad));
 }
 
+// The Hopper MLA kernel's fp8 pools with a bf16 model multiply in fp16 (verify_wg.cuh, F16): Q rows turned into fp16
+// with their own power-of-two factors (rows from 2^-60 to 2^20 times the generator's values, above fp16's range too,
+// with sm_scale 2^-20 keeping the largest rows' scores (and so the LSE) moderate; and a row of zeros),
+// calibrated scales well below 1 (the draft rows' factor kd = 2^9, P's factors 2^-sigma) and a negative v_scale. Scales
+// outside the fp16 route's range (|scale| < 2^-12, or k_scale and v_scale more than 2^6 apart) and
+// FLASHVERIFY_FP8_MLA_F16=0 take the bf16 producer kernel; both kernels against the oracle.
+TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
+  REQUIRE_GPU();
+  const ScopedEnv forced("FLASHVERIFY_CONFIG", "mla576_wg_bm64_bn64_s2");
+  const uint64_t seed = fvt::session_seed() + 173;
+  CaseSpec s = base_case(true, seed);
+  s.kv_fp8 = true;
+  s.k_scale = 0.5f;
+  s.v_scale = 2.f;
+  s.num_kv_splits = 3;
+  {
+    CaseSpec wide = s;
+    wide.sm_scale = 0x1p-20f / 24.f;
+    HostProblem hp = fvt::make_problem(wide);
+    auto scaled = [](uint16_t b, int k) {  // bf16 bits times 2^k
+      return fvt::float_to_bits(std::ldexp(fvt::bits_to_float(b, FV_DTYPE_BF16), k), FV_DTYPE_BF16);
+    };
+    for (int64_t t = 0; t < hp.total_q; ++t)
+      for (int h = 0; h < s.hq; ++h) {
+        uint16_t* row = hp.q.data() + t * hp.q_stride_token + int64_t(h) * s.dqk;
+        const int k = int((t * s.hq + h) % 5) * 20 - 60;
+        for (int d = 0; d < s.dqk; ++d) row[d] = (t == 1 && h == 3) ? 0 : scaled(row[d], k);
+      }
+    ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, "fp8 bf16 model, Q rows 2^-60..2^20"));
+  }
+  struct Scales {
+    float k, v;
+    const char* f16;
+    const char* label;
+  };
+  const Scales cases[] = {Scales{0x1p-9f * 1.3f, 0x1p-8f * 0.9f, "1", "fp16 products, calibrated scales"},
+                          Scales{0.75f, -1.5f, "1", "fp16 products, negative v_scale"},
+                          Scales{0.5f, 2.f, "0", "FLASHVERIFY_FP8_MLA_F16=0"},
+                          Scales{0x1p-13f, 0x1p-13f, "1", "scales below 2^-12: bf16 products"},
+                          Scales{300.f, 0.02f, "1", "scales 2^14 apart: bf16 products"}};
+  for (const Scales& sc : cases) {
+    s.k_scale = sc.k;
+    s.v_scale = sc.v;
+    s.seed = seed + 1 + static_cast<uint64_t>(&sc - cases);
+    const ScopedEnv f16("FLASHVERIFY_FP8_MLA_F16", sc.f16);
+    ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), sc.label));
+  }
+}
+
 }  // namespace
