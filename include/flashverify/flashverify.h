@@ -165,7 +165,11 @@ typedef struct fv_problem {
                            codes (0x7f, 0xff): for bf16 models on sm_80 / sm_86 the fast kernel's
                            in-register widening (GQA d128 with group x drafts <= 32, steps of prefix keys
                            only) reads them as +-480; every other path, GPU and model dtype, and the
-                           reference kernels keep NaN */
+                           reference kernels keep NaN. MLA on sm_90 with a bf16 model multiplies in fp16
+                           (Q rows with a power-of-two factor each: exact) when |k_scale| and |v_scale|
+                           lie in [2^-12, 2^12] within 2^6 of each other: draft K/V elements beyond
+                           65504 x 2^round(log2 |k_scale|) (over 100x the pool's e4m3 range, 448 x
+                           |k_scale|) overflow to Inf; FLASHVERIFY_FP8_MLA_F16=0 keeps bf16 products */
 } fv_problem;
 
 /* One verify call. Strides are in elements; the last dimension of every tensor is contiguous. */

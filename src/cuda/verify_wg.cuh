@@ -52,9 +52,12 @@ namespace fv {
 // fp16's 11) while the producers wait for the first rows, and take 2^-e into the row's score scale. Draft rows become fp16 times kd (a power of
 // two near 1 / k_scale, VerifyParams::f16_draft_row), their scores and P take 1 / kd back; P's factors (v_scale for the
 // prefix keys, 1 / kd for the draft keys) are divided by a power of two 2^sigma that makes the larger one at most 1,
-// and the output takes 2^sigma back. So fp16 holds every value the pool's e4m3 range holds, 146x over: draft values
-// beyond 65504 / kd overflow (Inf). The dispatcher takes this kernel only with |k_scale| and |v_scale| in [2^-12, 2^12]
-// and within 2^6 of each other; FLASHVERIFY_FP8_MLA_F16=0 turns it off. P in fp16 is more precise than in bf16.
+// and the output takes 2^sigma back. fp16 holds draft values up to 65504 / kd, over 100x the pool's e4m3 range (448
+// |k_scale|; kd is within 2^0.5 of 1 / |k_scale|); beyond, they overflow to Inf (NaN outputs). The dispatcher takes this
+// kernel only with |k_scale| and |v_scale| in [2^-12, 2^12] and within 2^6 of each other (P's factors in [2^-7, 1]);
+// FLASHVERIFY_FP8_MLA_F16=0 turns it off. P in fp16 is more precise than in bf16 where P times its factor stays normal
+// (>= 2^-14); below, fp16 subnormals keep an absolute precision of 2^-25. ptxas: this kernel spills 184 / 228 bytes
+// (stores / loads), the other producer kernels 80 / 112, mostly outside the step loop.
 template <class T, bool KV8, bool PROD = false, bool F16 = false>
 struct VerifyWg {
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
@@ -110,8 +113,8 @@ struct VerifyWg {
     }
   }
 
-  // Q rows: thread t (of the 256 that load them: the compute warps', or F16 the producers') copies chunks c0, c0 + 4,
-  // ... (18 of the row's 72) of row t / 4, c0 = t % 4
+  // Q rows (the compute warps load them, t = tid): thread t copies chunks c0, c0 + 4, ... (18 of the row's 72) of row
+  // t / 4, c0 = t % 4 (F16: q_to_f16 converts the chunks its own thread copied, after its own wait)
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, uint32_t t) {
     const int row = t / 4, c0 = t % 4;
     int bytes;
