@@ -269,6 +269,22 @@ struct VerifyWg {
     for (int c = 0; c < DQK / 8 / 4; ++c) chunk_bf16_to_f16(addr(c), f);
   }
 
+  // FV_TRACE_PROD (diagnostic, with FLASHVERIFY_TRACE; scripts/trace-prod-summary): the first producer thread's
+  // milestones of a segment as trace events 8-10, the compute warps' Q conversion as event 11 (they then record steps
+  // 0-4 only); `dep` is stored in the event's clock word, so the
+  // timestamp is taken after the value has arrived
+  __device__ static void prod_trace(const VerifyParams& p, int ev, int64_t dep) {
+#if defined(FLASHVERIFY_TRACE) && defined(FV_TRACE_PROD)
+    const int64_t block = V::trace_block();
+    if (p.trace == nullptr || threadIdx.x != COMPUTE || block >= kTraceBlocks) return;
+    uint64_t* r = p.trace + block * kTraceWords;
+    r[3 + 2 * ev] = uint64_t(dep);
+    uint64_t g;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
+    r[2 + 2 * ev] = g;
+#endif
+  }
+
   template <int N = COMPUTE>
   __device__ static void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(N) : "memory"); }
   template <int N = COMPUTE>
@@ -284,6 +300,7 @@ struct VerifyWg {
     int64_t idx = 0;
     if (n > 0) {
       idx = fetch8(p, s, s.k_begin);
+      prod_trace(p, 8, idx);
       issue8(p, s, s.k_begin, idx, k_base);
       cp_async_commit();
       if (n > 1) idx = fetch8(p, s, s.k_begin + 1);
@@ -291,8 +308,10 @@ struct VerifyWg {
     for (int it = 0; it < n; ++it) {
       const int step = s.k_begin + it;
       cp_async_wait<0>();
+      if (it == 0) prod_trace(p, 9, 0);
       widen8(p, s, step, k_base + (it & 1) * OPER);
       wg::fence_proxy_async();                  // the copies and widened rows, for the tensor cores' reads
+      if (it == 0) prod_trace(p, 10, 0);
       named_arrive<THREADS>(BAR_FULL + (it & 1));  // the step's stage is ready
       if (it + 1 < n) {
         // the other stage held step it - 1: wait until the compute warps are done with it
@@ -373,6 +392,9 @@ struct VerifyWg {
         cp_async_wait<0>();      // Q
         q_to_f16(q_base, q_fac);  // (while the producers wait for the first rows)
         wg::fence_proxy_async();
+#if defined(FV_TRACE_PROD)
+        FV_TRACE(V::trace_block(), 11);
+#endif
       }
 
     int row_of[2], tok[2];
@@ -410,7 +432,11 @@ struct VerifyWg {
         wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
         __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
       }
+#if defined(FV_TRACE_PROD)
+      if (it < 5) FV_TRACE(V::trace_block(), 3 + it);
+#else
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
+#endif
       if constexpr (!PROD) {
         const int next = step + 1;
         if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER);
