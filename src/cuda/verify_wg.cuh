@@ -113,10 +113,10 @@ struct VerifyWg {
     }
   }
 
-  // Q rows (the compute warps load them, t = tid): thread t copies chunks c0, c0 + 4, ... (18 of the row's 72) of row
-  // t / 4, c0 = t % 4 (F16: q_to_f16 converts the chunks its own thread copied, after its own wait)
-  __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, uint32_t t) {
-    const int row = t / 4, c0 = t % 4;
+  // Q rows (the compute warps load them): thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (18 of the
+  // row's 72) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait)
+  __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base) {
+    const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
     int bytes;
     const T* src = V::q_row_src(p, s, m_tile, 0, row, bytes);
 #pragma unroll
@@ -241,7 +241,7 @@ struct VerifyWg {
     for (int k = 0; k < 2 * RAW; ++k) chunk_bf16_to_f16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), kd);
   }
 
-  // F16: the compute thread's Q chunks (load_q's mapping, t = tid; they have landed) into fp16 times 2^e, e putting the
+  // F16: the compute thread's Q chunks (load_q's mapping; they have landed) into fp16 times 2^e, e putting the
   // row's largest magnitude in [2^14, 2^15) (0 for rows of zeros, Inf or NaN); 2^-e into q_fac[row]
   __device__ static void q_to_f16(uint32_t q_base, float* q_fac) {
     const uint32_t t = threadIdx.x, row = t / 4, c0 = t % 4;
@@ -373,7 +373,7 @@ struct VerifyWg {
     __syncthreads();  // the previous segment is done with every shared buffer
 
     // ---- prologue: Q and the first step (one cp.async group), the second step's slot indices
-    load_q(p, s, m_tile, q_base, threadIdx.x);
+    load_q(p, s, m_tile, q_base);
     RowIdx ri;
     if constexpr (PROD) {
       cp_async_commit();  // Q (the producers copy the rows)
