@@ -269,19 +269,18 @@ struct VerifyWg {
     for (int c = 0; c < DQK / 8 / 4; ++c) chunk_bf16_to_f16(addr(c), f);
   }
 
-  // FV_TRACE_PROD (diagnostic, with FLASHVERIFY_TRACE; scripts/trace-prod-summary): the first producer thread's
-  // milestones of a segment as trace events 8-10, the compute warps' Q conversion as event 11 (they then record steps
-  // 0-4 only); `dep` is stored in the event's clock word, so the
-  // timestamp is taken after the value has arrived
-  __device__ static void prod_trace(const VerifyParams& p, int ev, int64_t dep) {
+  // FV_TRACE_PROD (diagnostic, with FLASHVERIFY_TRACE; scripts/trace-prod-summary; batch-1 cases, one segment a CTA):
+  // thread `who` writes %globaltimer into word `slot` (0 or 1) of trace event `ev`. The first producer thread records
+  // when it issued (slot 1) and saw landed (slot 0) the copies of steps 0-4 as events 8-12; compute thread 0 records its
+  // prologue (event 2, slot 0, without trace_event's clearing of the later events) and, with fp16 products, the end of
+  // its Q conversion (event 2, slot 1); the compute warps record steps 0-4 only (events 3-7)
+  __device__ static void diag_time(const VerifyParams& p, int ev, int slot, uint32_t who) {
 #if defined(FLASHVERIFY_TRACE) && defined(FV_TRACE_PROD)
     const int64_t block = V::trace_block();
-    if (p.trace == nullptr || threadIdx.x != COMPUTE || block >= kTraceBlocks) return;
-    uint64_t* r = p.trace + block * kTraceWords;
-    r[3 + 2 * ev] = uint64_t(dep);
+    if (p.trace == nullptr || threadIdx.x != who || block >= kTraceBlocks) return;
     uint64_t g;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
-    r[2 + 2 * ev] = g;
+    p.trace[block * kTraceWords + 2 + 2 * ev + slot] = g;
 #endif
   }
 
@@ -300,24 +299,24 @@ struct VerifyWg {
     int64_t idx = 0;
     if (n > 0) {
       idx = fetch8(p, s, s.k_begin);
-      prod_trace(p, 8, idx);
       issue8(p, s, s.k_begin, idx, k_base);
       cp_async_commit();
+      diag_time(p, 8, 1, COMPUTE);
       if (n > 1) idx = fetch8(p, s, s.k_begin + 1);
     }
     for (int it = 0; it < n; ++it) {
       const int step = s.k_begin + it;
       cp_async_wait<0>();
-      if (it == 0) prod_trace(p, 9, 0);
+      if (it < 5) diag_time(p, 8 + it, 0, COMPUTE);
       widen8(p, s, step, k_base + (it & 1) * OPER);
       wg::fence_proxy_async();                  // the copies and widened rows, for the tensor cores' reads
-      if (it == 0) prod_trace(p, 10, 0);
       named_arrive<THREADS>(BAR_FULL + (it & 1));  // the step's stage is ready
       if (it + 1 < n) {
         // the other stage held step it - 1: wait until the compute warps are done with it
         if (it >= 1) named_sync<THREADS>(BAR_EMPTY + ((it + 1) & 1));
         issue8(p, s, step + 1, idx, k_base + ((it + 1) & 1) * OPER);
         cp_async_commit();
+        if (it + 1 < 5) diag_time(p, 9 + it, 1, COMPUTE);
         if (it + 2 < n) idx = fetch8(p, s, step + 2);
       }
     }
@@ -385,16 +384,18 @@ struct VerifyWg {
       cp_async_commit();
       if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
     }
+#if defined(FV_TRACE_PROD)
+    diag_time(p, 2, 0, 0);
+#else
     FV_TRACE(V::trace_block(), 2);
+#endif
 
     if constexpr (F16)
       if (s.k_begin < s.k_end) {
         cp_async_wait<0>();      // Q
         q_to_f16(q_base, q_fac);  // (while the producers wait for the first rows)
         wg::fence_proxy_async();
-#if defined(FV_TRACE_PROD)
-        FV_TRACE(V::trace_block(), 11);
-#endif
+        diag_time(p, 2, 1, 0);
       }
 
     int row_of[2], tok[2];
