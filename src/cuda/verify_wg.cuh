@@ -212,26 +212,21 @@ struct VerifyWg {
 #pragma unroll
     for (int i = 0; i < RAW; ++i) {
       const uint32_t tile = k_base + i * TILE;
-      uint4 v, lo, hi;
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                   : "r"(tile + off1));
-      e4m3x16_to<M>(v, lo, hi);
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off0), "r"(lo.x), "r"(lo.y), "r"(lo.z),
-                   "r"(lo.w));
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + off1), "r"(hi.x), "r"(hi.y), "r"(hi.z),
-                   "r"(hi.w));
+      uint4 lo, hi;
+      e4m3x16_to<M>(lds_128(tile + off1), lo, hi);
+      sts_128(tile + off0, lo);
+      sts_128(tile + off1, hi);
     }
   }
 
   // F16: eight bf16 values (a 16-byte chunk of shared memory) times f, rounded to fp16, in place
   __device__ static void chunk_bf16_to_f16(uint32_t addr, float f) {
-    uint32_t w[4];
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(addr));
+    const uint4 v = lds_128(addr);
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       w[i] = pack2<__half>(__uint_as_float(w[i] << 16) * f, __uint_as_float(w[i] & 0xffff0000u) * f);
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
+    sts_128(addr, make_uint4(w[0], w[1], w[2], w[3]));
   }
 
   // F16: the thread's chunks of a draft row (issue8's draft mapping) times kd in fp16
@@ -252,8 +247,8 @@ struct VerifyWg {
     uint32_t mx = 0;  // the largest |value| of the row as bf16 bits, in both halves (bf16 magnitudes order as integers)
 #pragma unroll 1
     for (int c = 0; c < DQK / 8 / 4; ++c) {
-      uint32_t w[4];
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(addr(c)));
+      const uint4 v = lds_128(addr(c));
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) mx = __vmaxu2(mx, w[i] & 0x7fff7fffu);
     }
