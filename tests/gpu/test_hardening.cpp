@@ -844,16 +844,51 @@ TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
   for (int pad : {8, 16}) ASSERT_NO_FATAL_FAILURE(run_padded_fp8(padded, cfg, pad));
 }
 
-// The Hopper MLA kernel's fp8 pools with a bf16 model multiply in fp16 (verify_wg.cuh, F16): Q rows turned into fp16
-// with their own power-of-two factors (rows from 2^-60 to 2^20 times the generator's values, above fp16's range too,
-// with sm_scale 2^-20 keeping the largest rows' scores (and so the LSE) moderate; and a row of zeros),
-// calibrated scales well below 1 (the draft rows' factor kd = 2^9, P's factors 2^-sigma) and a negative v_scale. Scales
-// outside the fp16 route's range (|scale| < 2^-12, or k_scale and v_scale more than 2^6 apart) and
-// FLASHVERIFY_FP8_MLA_F16=0 take the bf16 producer kernel; both kernels against the oracle.
+// True where the Hopper MLA kernel serves MLA (an sm_90 device and a library built for sm_90): there the fp16-product
+// kernel and the bf16-product one round differently, elsewhere both settings run the same mma.sync tile
+bool hopper_mla_kernel_here() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
+  const std::string info = fv_build_info();  // "..., sm 80 86 89 90 120"
+  const size_t at = info.find(", sm ");
+  return prop.major == 9 && prop.minor == 0 && at != std::string::npos &&
+         (" " + info.substr(at + 5) + " ").find(" 90 ") != std::string::npos;
+}
+
+// The Hopper MLA kernel's fp8 pools with a bf16 model multiply in fp16 (verify_wg.cuh, F16), each case against the
+// oracle; and which kernel ran is checked: with FLASHVERIFY_FP8_MLA_F16=1 and =0 the raw outputs differ exactly where
+// the fp16 route applies (on the Hopper kernel). Cases:
+// - Q rows turned into fp16 with their own power-of-two factors: one problem with rows from 2^-60 to 2^20 times the
+//   generator's values (sm_scale 2^-20 keeps the largest rows' scores, and so the LSE, moderate) and a row of zeros;
+//   and problems whose rows all lie near 2^-60, 2^-24 or 2^24 with sm_scale compensating, so that every row's scores
+//   are O(1) (a row flushed to zero would then be caught);
+// - calibrated scales well below 1 (the draft rows' factor kd = 2^9, P's factors 2^-sigma), a negative v_scale, a
+//   negative k_scale, sinks with an fp32 output (split and not: P's 2^sigma is taken back in both epilogues);
+// - scales outside the fp16 route's range (|scale| < 2^-12; k_scale and v_scale more than 2^6 apart): the bf16 kernel,
+//   bit for bit the FLASHVERIFY_FP8_MLA_F16=0 output.
 TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
   REQUIRE_GPU();
   const ScopedEnv forced("FLASHVERIFY_CONFIG", "mla576_wg_bm64_bn64_s2");
+  const bool hopper = hopper_mla_kernel_here();
   const uint64_t seed = fvt::session_seed() + 173;
+  // against the oracle with the fp16 route allowed, then the raw outputs of both settings compared
+  auto check = [&](const HostProblem& hp, bool f16_expected, const std::string& label) {
+    std::vector<uint8_t> raw[2];
+    for (int on : {1, 0}) {
+      const ScopedEnv f16("FLASHVERIFY_FP8_MLA_F16", on ? "1" : "0");
+      if (on) ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, label.c_str()));
+      const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
+      ASSERT_EQ(r.status, FV_OK) << label << ": " << r.error;
+      raw[on] = r.raw_out;
+    }
+    if (hopper)
+      EXPECT_EQ(raw[1] != raw[0], f16_expected)
+          << label << (f16_expected ? ": the fp16 products did not run" : ": the fp16 products ran out of their range");
+  };
+  auto scaled = [](uint16_t b, int k) {  // bf16 bits times 2^k
+    return fvt::float_to_bits(std::ldexp(fvt::bits_to_float(b, FV_DTYPE_BF16), k), FV_DTYPE_BF16);
+  };
   CaseSpec s = base_case(true, seed);
   s.kv_fp8 = true;
   s.k_scale = 0.5f;
@@ -863,33 +898,46 @@ TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
     CaseSpec wide = s;
     wide.sm_scale = 0x1p-20f / 24.f;
     HostProblem hp = fvt::make_problem(wide);
-    auto scaled = [](uint16_t b, int k) {  // bf16 bits times 2^k
-      return fvt::float_to_bits(std::ldexp(fvt::bits_to_float(b, FV_DTYPE_BF16), k), FV_DTYPE_BF16);
-    };
     for (int64_t t = 0; t < hp.total_q; ++t)
       for (int h = 0; h < s.hq; ++h) {
         uint16_t* row = hp.q.data() + t * hp.q_stride_token + int64_t(h) * s.dqk;
         const int k = int((t * s.hq + h) % 5) * 20 - 60;
         for (int d = 0; d < s.dqk; ++d) row[d] = (t == 1 && h == 3) ? 0 : scaled(row[d], k);
       }
-    ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, "fp8 bf16 model, Q rows 2^-60..2^20"));
+    ASSERT_NO_FATAL_FAILURE(check(hp, true, "fp8 bf16 model, Q rows 2^-60..2^20"));
   }
-  struct Scales {
+  for (int k : {-60, -24, 24}) {
+    CaseSpec one = s;
+    one.seed = seed + 10 + static_cast<uint64_t>(k + 60);
+    one.sm_scale = std::ldexp(1.f, -k) / std::sqrt(192.f);  // scores as with unscaled rows
+    HostProblem hp = fvt::make_problem(one);
+    for (uint16_t& x : hp.q) x = scaled(x, k);
+    ASSERT_NO_FATAL_FAILURE(check(hp, true, "fp8 bf16 model, Q rows near 2^" + std::to_string(k)));
+  }
+  struct Case {
     float k, v;
-    const char* f16;
+    bool sinks_fp32;
+    int splits;
+    bool f16;
     const char* label;
   };
-  const Scales cases[] = {Scales{0x1p-9f * 1.3f, 0x1p-8f * 0.9f, "1", "fp16 products, calibrated scales"},
-                          Scales{0.75f, -1.5f, "1", "fp16 products, negative v_scale"},
-                          Scales{0.5f, 2.f, "0", "FLASHVERIFY_FP8_MLA_F16=0"},
-                          Scales{0x1p-13f, 0x1p-13f, "1", "scales below 2^-12: bf16 products"},
-                          Scales{300.f, 0.02f, "1", "scales 2^14 apart: bf16 products"}};
-  for (const Scales& sc : cases) {
-    s.k_scale = sc.k;
-    s.v_scale = sc.v;
-    s.seed = seed + 1 + static_cast<uint64_t>(&sc - cases);
-    const ScopedEnv f16("FLASHVERIFY_FP8_MLA_F16", sc.f16);
-    ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), sc.label));
+  const Case cases[] = {
+      {0x1p-9f * 1.3f, 0x1p-8f * 0.9f, false, 3, true, "fp16 products, calibrated scales"},
+      {0.75f, -1.5f, false, 3, true, "fp16 products, negative v_scale"},
+      {-0.5f, 2.f, false, 3, true, "fp16 products, negative k_scale"},
+      {0.5f, 2.f, true, 1, true, "fp16 products, sinks, fp32 out, 1 split"},
+      {0.5f, 2.f, true, 0, true, "fp16 products, sinks, fp32 out"},
+      {0x1p-13f, 0x1p-13f, false, 3, false, "scales below 2^-12: bf16 products"},
+      {300.f, 0.02f, false, 3, false, "scales 2^14 apart: bf16 products"}};
+  for (const Case& c : cases) {
+    CaseSpec cs = s;
+    cs.k_scale = c.k;
+    cs.v_scale = c.v;
+    cs.sinks = c.sinks_fp32;
+    if (c.sinks_fp32) cs.out_dtype = FV_DTYPE_FP32;
+    cs.num_kv_splits = c.splits;
+    cs.seed = seed + 1 + static_cast<uint64_t>(&c - cases);
+    ASSERT_NO_FATAL_FAILURE(check(fvt::make_problem(cs), c.f16, c.label));
   }
 }
 
