@@ -266,9 +266,11 @@ struct VerifyWg {
 
   // FV_TRACE_PROD (diagnostic, with FLASHVERIFY_TRACE; scripts/trace-prod-summary; batch-1 cases, one segment a CTA):
   // thread `who` writes %globaltimer into word `slot` (0 or 1) of trace event `ev`. The first producer thread records
-  // when it issued (slot 1) and saw landed (slot 0) the copies of steps 0-4 as events 8-12; compute thread 0 records its
-  // prologue (event 2, slot 0, without trace_event's clearing of the later events) and, with fp16 products, the end of
-  // its Q conversion (event 2, slot 1); the compute warps record steps 0-4 only (events 3-7)
+  // when it issued (slot 1) and saw landed (slot 0) the copies of steps 0-4 as events 8-12, and when it began to issue
+  // those of steps 1-4 (events 4-7, slot 1: after the EMPTY barrier); compute thread 0 records its prologue (event 2,
+  // slot 0, without trace_event's clearing of the later events), with fp16 products when its Q rows landed (event 1,
+  // slot 1: the plan event's clock64 word) and the end of its Q conversion (event 2, slot 1), and W of steps 0-4 only
+  // (events 3-7, slot 0). So the clock64 words scripts/trace-summary reads hold times here: it leaves them out.
   __device__ static void diag_time(const VerifyParams& p, int ev, int slot, uint32_t who) {
 #if defined(FLASHVERIFY_TRACE) && defined(FV_TRACE_PROD)
     const int64_t block = V::trace_block();
@@ -309,6 +311,7 @@ struct VerifyWg {
       if (it + 1 < n) {
         // the other stage held step it - 1: wait until the compute warps are done with it
         if (it >= 1) named_sync<THREADS>(BAR_EMPTY + ((it + 1) & 1));
+        if (it + 1 < 5) diag_time(p, 4 + it, 1, COMPUTE);
         issue8(p, s, step + 1, idx, k_base + ((it + 1) & 1) * OPER);
         cp_async_commit();
         if (it + 1 < 5) diag_time(p, 9 + it, 1, COMPUTE);
@@ -388,6 +391,7 @@ struct VerifyWg {
     if constexpr (F16)
       if (s.k_begin < s.k_end) {
         cp_async_wait<0>();      // Q
+        diag_time(p, 1, 1, 0);
         q_to_f16(q_base, q_fac);  // (while the producers wait for the first rows)
         wg::fence_proxy_async();
         diag_time(p, 2, 1, 0);
@@ -429,7 +433,7 @@ struct VerifyWg {
         __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
       }
 #if defined(FV_TRACE_PROD)
-      if (it < 5) FV_TRACE(V::trace_block(), 3 + it);
+      if (it < 5) diag_time(p, 3 + it, 0, 0);
 #else
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
 #endif
