@@ -264,7 +264,7 @@ struct VerifyWg {
     for (int c = 0; c < DQK / 8 / 4; ++c) chunk_bf16_to_f16(addr(c), f);
   }
 
-  // FV_TRACE_PROD (diagnostic, with FLASHVERIFY_TRACE; scripts/trace-prod-summary; batch-1 cases, one segment a CTA):
+  // FV_TRACE_PROD (diagnostic, with FLASHVERIFY_TRACE; scripts/trace-summary; batch-1 cases, one segment a CTA):
   // thread `who` writes %globaltimer into word `slot` (0 or 1) of trace event `ev`. The first producer thread records
   // when it issued (slot 1) and saw landed (slot 0) the copies of steps 0-4 as events 8-12, and when it began to issue
   // those of steps 1-4 (events 4-7, slot 1: after the EMPTY barrier); compute thread 0 records its prologue (event 2,
