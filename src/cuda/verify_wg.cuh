@@ -68,7 +68,7 @@ struct VerifyWg {
   using RowIdx = typename V::RowIdx;
   static constexpr int BM = 64, BN = 64, DQK = 576, DV = 512, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
-  static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6;
+  static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7;
   // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / 512
   static constexpr int LAUNCH_REGS = 128, PROD_REGS = 32, COMPUTE_REGS = 224;
   static_assert(2 * (LAUNCH_REGS - PROD_REGS) >= 2 * (COMPUTE_REGS - LAUNCH_REGS), "the CTA's register pool");
@@ -173,8 +173,15 @@ struct VerifyWg {
     return V::row_index(p, s, step * BN + int(prod_row()));
   }
 
-  // the thread's row of `step` into the stage at `k_base` (zeros past the request)
-  __device__ static void issue8(const VerifyParams& p, const Seg& s, int step, int64_t idx, uint32_t k_base) {
+  // A stage is released in two parts: EMPTY once warpgroup 0 is done with it (its S read every tile, its P V tiles 0-3),
+  // EMPTY_B once warpgroup 1 is (its P V: tiles 4-7), which is later, as its P V shares the tensor cores with warpgroup
+  // 0's next S. So a step's rows are copied and widened in two parts: PART_A (tiles 0-3 and 8) at EMPTY, PART_B (tiles
+  // 4-7) at EMPTY_B, each its own cp.async group.
+  static constexpr int PART_A = 0, PART_B = 1;
+  __device__ static constexpr bool in_part(int tile, int part) { return (tile >= 4 && tile < 8) == (part == PART_B); }
+
+  // the thread's row of `step`, tiles of `part`, into the stage at `k_base` (zeros past the request)
+  __device__ static void issue8(const VerifyParams& p, const Seg& s, int step, int64_t idx, uint32_t k_base, int part) {
     const uint32_t row = prod_row(), c0 = threadIdx.x % 4;
     const int pos = step * BN + int(row);
     if (pos < s.plen) {
@@ -182,7 +189,8 @@ struct VerifyWg {
       const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot + 16 * c0;
       const uint32_t off = wg::sw128_offset(row, 2 * c0 + 1);
 #pragma unroll
-      for (int i = 0; i < RAW; ++i) cp_async_16(k_base + i * TILE + off, k8 + 64 * i, 16);
+      for (int i = 0; i < RAW; ++i)
+        if (in_part(i, part)) cp_async_16(k_base + i * TILE + off, k8 + 64 * i, 16);
     } else {
       const T* src = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
       int bytes = 0;
@@ -194,23 +202,24 @@ struct VerifyWg {
       const uint32_t off0 = wg::sw128_offset(row, c0), off1 = wg::sw128_offset(row, c0 + 4);
 #pragma unroll
       for (int k = 0; k < 2 * RAW; ++k)
-        cp_async_16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), src + (c0 + 4 * k) * 8, bytes);
+        if (in_part(k / 2, part)) cp_async_16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), src + (c0 + 4 * k) * 8, bytes);
     }
   }
 
-  // widen the thread's fp8 prefix chunks of `step` (its copies are complete) in the stage at `k_base`, which no wgmma
-  // reads now (F16: a draft row's chunks become fp16 times kd in place)
-  __device__ static void widen8(const VerifyParams& p, const Seg& s, int step, uint32_t k_base) {
+  // widen the thread's fp8 prefix chunks of `step`, tiles of `part` (their copies are complete), in the stage at
+  // `k_base`, which no wgmma reads now (F16, PART_B: a draft row's chunks become fp16 times kd in place)
+  __device__ static void widen8(const VerifyParams& p, const Seg& s, int step, uint32_t k_base, int part) {
     const uint32_t row = prod_row(), c0 = threadIdx.x % 4;
     const int pos = step * BN + int(row);
     if (pos >= s.plen) {
       if constexpr (F16)
-        if (pos < s.len) draft_to_f16(k_base, row, c0, p.f16_draft_row);
+        if (part == PART_B && pos < s.len) draft_to_f16(k_base, row, c0, p.f16_draft_row);
       return;
     }
     const uint32_t off0 = wg::sw128_offset(row, 2 * c0), off1 = wg::sw128_offset(row, 2 * c0 + 1);
 #pragma unroll
     for (int i = 0; i < RAW; ++i) {
+      if (!in_part(i, part)) continue;
       const uint32_t tile = k_base + i * TILE;
       uint4 lo, hi;
       e4m3x16_to<M>(lds_128(tile + off1), lo, hi);
@@ -296,23 +305,32 @@ struct VerifyWg {
     int64_t idx = 0;
     if (n > 0) {
       idx = fetch8(p, s, s.k_begin);
-      issue8(p, s, s.k_begin, idx, k_base);
+      issue8(p, s, s.k_begin, idx, k_base, PART_A);
+      cp_async_commit();
+      issue8(p, s, s.k_begin, idx, k_base, PART_B);
       cp_async_commit();
       diag_time(p, 8, 1, COMPUTE);
       if (n > 1) idx = fetch8(p, s, s.k_begin + 1);
     }
     for (int it = 0; it < n; ++it) {
       const int step = s.k_begin + it;
-      cp_async_wait<0>();
+      const uint32_t stage = k_base + (it & 1) * OPER;
+      cp_async_wait<1>();  // the step's PART_A (its PART_B, the newer group, may still be in flight)
       if (it < 5) diag_time(p, 8 + it, 0, COMPUTE);
-      widen8(p, s, step, k_base + (it & 1) * OPER);
+      widen8(p, s, step, stage, PART_A);
+      cp_async_wait<0>();
+      widen8(p, s, step, stage, PART_B);
       wg::fence_proxy_async();                  // the copies and widened rows, for the tensor cores' reads
       named_arrive<THREADS>(BAR_FULL + (it & 1));  // the step's stage is ready
       if (it + 1 < n) {
-        // the other stage held step it - 1: wait until the compute warps are done with it
-        if (it >= 1) named_sync<THREADS>(BAR_EMPTY + ((it + 1) & 1));
+        // the other stage held step it - 1: its PART_A once warpgroup 0 is done with it, its PART_B once warpgroup 1 is
+        const uint32_t next = k_base + ((it + 1) & 1) * OPER;
+        if (it >= 1) named_sync<COMPUTE + 128>(BAR_EMPTY + ((it + 1) & 1));
         if (it + 1 < 5) diag_time(p, 4 + it, 1, COMPUTE);
-        issue8(p, s, step + 1, idx, k_base + ((it + 1) & 1) * OPER);
+        issue8(p, s, step + 1, idx, next, PART_A);
+        cp_async_commit();
+        if (it >= 1) named_sync<COMPUTE + 128>(BAR_EMPTY_B + ((it + 1) & 1));
+        issue8(p, s, step + 1, idx, next, PART_B);
         cp_async_commit();
         if (it + 1 < 5) diag_time(p, 9 + it, 1, COMPUTE);
         if (it + 2 < n) idx = fetch8(p, s, step + 2);
@@ -544,7 +562,7 @@ struct VerifyWg {
           wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD)
-          if (step + 2 < s.k_end) named_arrive<THREADS>(BAR_EMPTY + (it & 1));  // the producers refill the stage
+          if (step + 2 < s.k_end) named_arrive<COMPUTE + 128>(BAR_EMPTY + (it & 1));  // the producers refill the stage
       } else {
         named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, 256:512] = O * alpha + P V (P from the P tile)
@@ -554,7 +572,7 @@ struct VerifyWg {
         });
         if constexpr (PROD) {
           if (step + 1 < s.k_end) named_arrive(BAR_PFREE);
-          if (step + 2 < s.k_end) named_arrive<THREADS>(BAR_EMPTY + (it & 1));
+          if (step + 2 < s.k_end) named_arrive<COMPUTE + 128>(BAR_EMPTY_B + (it & 1));  // ... its tiles 4-7
         }
       }
     }
