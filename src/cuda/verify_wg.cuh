@@ -38,9 +38,13 @@ namespace fv {
 // place once they land. Registers: setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch
 // gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x (128 - 32)). The stages change hands through named barriers
 // instead of the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in
-// place), EMPTY[stage] (the compute warps arrive when their P V no longer reads the stage), PFREE (warpgroup 1 is done
-// with the P tile and the rescale factors of the previous step); so warpgroup 0 may start the next S while warpgroup
-// 1's P V runs. H200, MLA Hq=16 P=32K, graph us, against v20's fp8 kernels (the kernel above up to 8 request row
+// place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY when its S
+// and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after its P V,
+// and they refill tiles 4-7), PFREE (warpgroup 1 is done with the P tile and the rescale factors of the previous
+// step); so warpgroup 0 may start the next S while warpgroup 1's P V runs, and most of the next step's copies go out
+// before that P V ends (it shares the tensor cores with the next S: v24 traces put its end ~0.9 us after W). The
+// two-part release against one EMPTY a stage (bench/NOTES.md v24, graph us): N=64 B=16 2888 vs 3108, N=8 B=16 395 vs
+// 416, N=8 B=2 71-72 vs 75, N=64 b1 203 vs 213, N=8 b1 44.7 vs 45.0. H200, MLA Hq=16 P=32K, graph us, against v20's fp8 kernels (the kernel above up to 8 request row
 // tiles, else a kernel in which warpgroup 1 copied and widened; bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9,
 // B=4 126.5-127.3 vs 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One
 // producer warpgroup (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0
@@ -56,8 +60,8 @@ namespace fv {
 // |k_scale|; kd is within 2^0.5 of 1 / |k_scale|); beyond, they overflow to Inf (NaN outputs). The dispatcher takes this
 // kernel only with |k_scale| and |v_scale| in [2^-12, 2^12] and within 2^6 of each other (P's factors in [2^-7, 1]);
 // FLASHVERIFY_FP8_MLA_F16=0 turns it off. P in fp16 is more precise than in bf16 where P times its factor stays normal
-// (>= 2^-14); below, fp16 subnormals keep an absolute precision of 2^-25. ptxas: this kernel spills 184 / 228 bytes
-// (stores / loads), the other producer kernels 80 / 112, mostly outside the step loop.
+// (>= 2^-14); below, fp16 subnormals keep an absolute precision of 2^-25. ptxas: the producer kernels spill 80 / 112
+// bytes (stores / loads), mostly outside the step loop (this one spilled 184 / 228 before the two-part release).
 template <class T, bool KV8, bool PROD = false, bool F16 = false>
 struct VerifyWg {
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
@@ -275,11 +279,12 @@ struct VerifyWg {
 
   // FV_TRACE_PROD (diagnostic, with FLASHVERIFY_TRACE; scripts/trace-summary; batch-1 cases, one segment a CTA):
   // thread `who` writes %globaltimer into word `slot` (0 or 1) of trace event `ev`. The first producer thread records
-  // when it issued (slot 1) and saw landed (slot 0) the copies of steps 0-4 as events 8-12, and when it began to issue
-  // those of steps 1-4 (events 4-7, slot 1: after the EMPTY barrier); compute thread 0 records its prologue (event 2,
-  // slot 0, without trace_event's clearing of the later events), with fp16 products when its Q rows landed (event 1,
-  // slot 1: the plan event's clock64 word) and the end of its Q conversion (event 2, slot 1), and W of steps 0-4 only
-  // (events 3-7, slot 0). So the clock64 words scripts/trace-summary reads hold times here: it leaves them out.
+  // when it issued (slot 1: both parts) and saw landed (slot 0: the first part) the copies of steps 0-4 as events 8-12,
+  // and when it began to issue those of steps 1-4 (events 4-7, slot 1: after the EMPTY barrier); compute thread 0
+  // records its prologue (event 2, slot 0, without trace_event's clearing of the later events), with fp16 products when
+  // its Q rows landed (event 1, slot 1: the plan event's clock64 word) and the end of its Q conversion (event 2, slot 1),
+  // and W of steps 0-4 only (events 3-7, slot 0). So the clock64 words scripts/trace-summary reads hold times here: it
+  // leaves them out.
   __device__ static void diag_time(const VerifyParams& p, int ev, int slot, uint32_t who) {
 #if defined(FLASHVERIFY_TRACE) && defined(FV_TRACE_PROD)
     const int64_t block = V::trace_block();
