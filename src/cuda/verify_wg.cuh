@@ -44,8 +44,9 @@ namespace fv {
 // step); so warpgroup 0 may start the next S while warpgroup 1's P V runs, and most of the next step's copies go out
 // before that P V ends (it shares the tensor cores with the next S: v24 traces put its end ~0.9 us after W). The
 // two-part release against one EMPTY a stage (bench/NOTES.md v24, graph us): N=64 B=16 2888 vs 3108, N=8 B=16 395 vs
-// 416, N=8 B=2 71-72 vs 75, N=64 b1 203 vs 213, N=8 b1 44.7 vs 45.0. H200, MLA Hq=16 P=32K, graph us, against v20's fp8 kernels (the kernel above up to 8 request row
-// tiles, else a kernel in which warpgroup 1 copied and widened; bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9,
+// 416, N=8 B=2 71-72 vs 75, N=64 b1 203 vs 213, N=8 b1 44.7 vs 45.0. The producer kernel itself (H200, MLA Hq=16
+// P=32K, graph us) against v20's fp8 kernels (the kernel above up to 8 request row tiles, else a kernel in which
+// warpgroup 1 copied and widened; bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9,
 // B=4 126.5-127.3 vs 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One
 // producer warpgroup (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0
 // vs 81.6); with 16-bit pools, which need no widening, one producer warpgroup measured even and two 13-15% slower.
@@ -177,10 +178,10 @@ struct VerifyWg {
     return V::row_index(p, s, step * BN + int(prod_row()));
   }
 
-  // A stage is released in two parts: EMPTY once warpgroup 0 is done with it (its S read every tile, its P V tiles 0-3),
-  // EMPTY_B once warpgroup 1 is (its P V: tiles 4-7), which is later, as its P V shares the tensor cores with warpgroup
-  // 0's next S. So a step's rows are copied and widened in two parts: PART_A (tiles 0-3 and 8) at EMPTY, PART_B (tiles
-  // 4-7) at EMPTY_B, each its own cp.async group.
+  // A stage is released in two parts: EMPTY once warpgroup 0 is done with it (its S read every tile, its P V tiles
+  // 0-3), EMPTY_B once warpgroup 1 is (its P V: tiles 4-7), which is later, as its P V shares the tensor cores with
+  // warpgroup 0's next S. So a step's rows are copied and widened in two parts: PART_A (tiles 0-3 and 8) at EMPTY,
+  // PART_B (tiles 4-7) at EMPTY_B, each its own cp.async group.
   static constexpr int PART_A = 0, PART_B = 1;
   __device__ static constexpr bool in_part(int tile, int part) { return (tile >= 4 && tile < 8) == (part == PART_B); }
 
@@ -206,7 +207,8 @@ struct VerifyWg {
       const uint32_t off0 = wg::sw128_offset(row, c0), off1 = wg::sw128_offset(row, c0 + 4);
 #pragma unroll
       for (int k = 0; k < 2 * RAW; ++k)
-        if (in_part(k / 2, part)) cp_async_16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), src + (c0 + 4 * k) * 8, bytes);
+        if (in_part(k / 2, part))
+          cp_async_16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), src + (c0 + 4 * k) * 8, bytes);
     }
   }
 
@@ -281,10 +283,10 @@ struct VerifyWg {
   // thread `who` writes %globaltimer into word `slot` (0 or 1) of trace event `ev`. The first producer thread records
   // when it issued (slot 1: both parts) and saw landed (slot 0: the first part) the copies of steps 0-4 as events 8-12,
   // and when it began to issue those of steps 1-4 (events 4-7, slot 1: after the EMPTY barrier); compute thread 0
-  // records its prologue (event 2, slot 0, without trace_event's clearing of the later events), with fp16 products when
-  // its Q rows landed (event 1, slot 1: the plan event's clock64 word) and the end of its Q conversion (event 2, slot 1),
-  // and W of steps 0-4 only (events 3-7, slot 0). So the clock64 words scripts/trace-summary reads hold times here: it
-  // leaves them out.
+  // records its prologue (event 2, slot 0, without trace_event's clearing of the later events), with fp16 products
+  // when its Q rows landed (event 1, slot 1: the plan event's clock64 word) and the end of its Q conversion (event 2,
+  // slot 1), and W of steps 0-4 only (events 3-7, slot 0). So the clock64 words scripts/trace-summary reads hold times
+  // here: it leaves them out.
   __device__ static void diag_time(const VerifyParams& p, int ev, int slot, uint32_t who) {
 #if defined(FLASHVERIFY_TRACE) && defined(FV_TRACE_PROD)
     const int64_t block = V::trace_block();
