@@ -74,6 +74,8 @@ struct VerifyWg {
   static constexpr int BM = 64, BN = 64, DQK = 576, DV = 512, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
   static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7;
+  // EMPTY and EMPTY_B (PROD): the producer warpgroups and the one compute warpgroup that releases that part
+  static constexpr int EMPTY_THREADS = (THREADS - COMPUTE) + COMPUTE / 2;
   // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / 512
   static constexpr int LAUNCH_REGS = 128, PROD_REGS = 32, COMPUTE_REGS = 224;
   static_assert(2 * (LAUNCH_REGS - PROD_REGS) >= 2 * (COMPUTE_REGS - LAUNCH_REGS), "the CTA's register pool");
@@ -332,11 +334,11 @@ struct VerifyWg {
       if (it + 1 < n) {
         // the other stage held step it - 1: its PART_A once warpgroup 0 is done with it, its PART_B once warpgroup 1 is
         const uint32_t next = k_base + ((it + 1) & 1) * OPER;
-        if (it >= 1) named_sync<COMPUTE + 128>(BAR_EMPTY + ((it + 1) & 1));
+        if (it >= 1) named_sync<EMPTY_THREADS>(BAR_EMPTY + ((it + 1) & 1));
         if (it + 1 < 5) diag_time(p, 4 + it, 1, COMPUTE);
         issue8(p, s, step + 1, idx, next, PART_A);
         cp_async_commit();
-        if (it >= 1) named_sync<COMPUTE + 128>(BAR_EMPTY_B + ((it + 1) & 1));
+        if (it >= 1) named_sync<EMPTY_THREADS>(BAR_EMPTY_B + ((it + 1) & 1));
         issue8(p, s, step + 1, idx, next, PART_B);
         cp_async_commit();
         if (it + 1 < 5) diag_time(p, 9 + it, 1, COMPUTE);
@@ -569,7 +571,7 @@ struct VerifyWg {
           wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD)
-          if (step + 2 < s.k_end) named_arrive<COMPUTE + 128>(BAR_EMPTY + (it & 1));  // the producers refill the stage
+          if (step + 2 < s.k_end) named_arrive<EMPTY_THREADS>(BAR_EMPTY + (it & 1));  // the producers refill the stage
       } else {
         named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, 256:512] = O * alpha + P V (P from the P tile)
@@ -579,7 +581,7 @@ struct VerifyWg {
         });
         if constexpr (PROD) {
           if (step + 1 < s.k_end) named_arrive(BAR_PFREE);
-          if (step + 2 < s.k_end) named_arrive<COMPUTE + 128>(BAR_EMPTY_B + (it & 1));  // ... its tiles 4-7
+          if (step + 2 < s.k_end) named_arrive<EMPTY_THREADS>(BAR_EMPTY_B + (it & 1));  // ... its tiles 4-7
         }
       }
     }
