@@ -16,7 +16,8 @@
 //  - O (64 x 512 fp32) is split by columns: warpgroup 0 holds columns 0..255 (P from registers), warpgroup 1
 //    columns 256..511 (P from the P tile), 128 accumulators a thread each.
 // Step order: wait for the step's copies, barrier W (every warp is done with the previous step's P and
-// stage), refill the other stage, S and softmax (WG 0) / wait for P (WG 1), P V (both).
+// stage), refill the other stage (WG 1; 16-bit pools: WG 0 once its S wgmmas are issued), S and softmax (WG 0) /
+// wait for P (WG 1), P V (both).
 #pragma once
 
 #include <cstdint>
@@ -464,12 +465,22 @@ struct VerifyWg {
 #else
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
 #endif
-      if constexpr (!PROD) {
-        const int next = step + 1;
-        if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER);
-        cp_async_commit();
-        if (next + 1 < s.k_end) V::fetch_rows(p, s, next + 1, ri);
-      }
+      // (!PROD) this thread's rows of the next step into the other stage, which every warp is done with (W); warpgroup 0
+      // issues them after its S, whose wgmmas they would otherwise wait for (the copies' issue stalls on the SM's
+      // global-memory queue: bench/NOTES.md v24-v25)
+      auto copy_next = [&]() {
+        if constexpr (!PROD) {
+          const int next = step + 1;
+          if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER);
+          cp_async_commit();
+          if (next + 1 < s.k_end) V::fetch_rows(p, s, next + 1, ri);
+        }
+      };
+      // 16-bit pools: warpgroup 0 issues its copies after its S (measured on the H200, bench/NOTES.md v25, graph us,
+      // against copies first: MLA Hq=16 N=64 B=16 2423 vs 2549, Hq=128 19438 vs 20540, N=8 B=16 310 vs 330, N=64 b1
+      // 167.4 vs 177.2, N=8 b1 38.9 vs 39.2); the fp8 kernel widens its copies during P V (widen_next)
+      constexpr bool kCopyAfterS = !KV8;
+      if (!kCopyAfterS || wgi == 1) copy_next();
       const uint32_t k_base = base + OFF_K + (it & 1) * OPER;
 
       if (wgi == 0) {
@@ -484,6 +495,7 @@ struct VerifyWg {
             wg::mma_m64n64k16_ss<M>(acc, wg::desc_sw128(q_base + kb * TILE + 32 * j, 16, 1024),
                                     wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024), kb + j > 0);
         wg::commit();
+        if (kCopyAfterS) copy_next();
         wg::wait<0>();
         wg::fence_operands(acc);
 
