@@ -42,12 +42,13 @@ namespace fv {
 // place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY when its S
 // and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after its P V,
 // and they refill tiles 4-7), PFREE (warpgroup 1 is done with the P tile and the rescale factors of the previous
-// step); so warpgroup 0 may start the next S while warpgroup 1's P V runs, and most of the next step's copies go out
-// before that P V ends (it shares the tensor cores with the next S: v24 traces put its end ~0.9 us after W). The
-// two-part release against one EMPTY a stage (bench/NOTES.md v24, graph us): N=64 B=16 2888 vs 3108, N=8 B=16 395 vs
-// 416, N=8 B=2 71-72 vs 75, N=64 b1 203 vs 213, N=8 b1 44.7 vs 45.0. The producer kernel itself (H200, MLA Hq=16
-// P=32K, graph us) against v20's fp8 kernels (the kernel above up to 8 request row tiles, else a kernel in which
-// warpgroup 1 copied and widened; bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9,
+// step). Every compute thread takes part in FULL, and warpgroup 1 reaches it only once its P V is done, so the next S
+// never overlaps warpgroup 1's P V and PFREE never waits (a FULL of warpgroup 0 and the producers alone, which would
+// let it, measured even: bench/NOTES.md v25); what the two parts gain is that tiles 0-3 and 8 are refilled during
+// warpgroup 1's P V. The two-part release against one EMPTY a stage (bench/NOTES.md v24, graph us): N=64 B=16 2888
+// vs 3108, N=8 B=16 395 vs 416, N=8 B=2 71-72 vs 75, N=64 b1 203 vs 213, N=8 b1 44.7 vs 45.0. The producer kernel
+// itself (H200, MLA Hq=16 P=32K, graph us) against v20's fp8 kernels (the kernel above up to 8 request row tiles,
+// else a kernel in which warpgroup 1 copied and widened; bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9,
 // B=4 126.5-127.3 vs 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One
 // producer warpgroup (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0
 // vs 81.6); with 16-bit pools, which need no widening, one producer warpgroup measured even and two 13-15% slower.
@@ -182,9 +183,9 @@ struct VerifyWg {
   }
 
   // A stage is released in two parts: EMPTY once warpgroup 0 is done with it (its S read every tile, its P V tiles
-  // 0-3), EMPTY_B once warpgroup 1 is (its P V: tiles 4-7), which is later, as its P V shares the tensor cores with
-  // warpgroup 0's next S. So a step's rows are copied and widened in two parts: PART_A (tiles 0-3 and 8) at EMPTY,
-  // PART_B (tiles 4-7) at EMPTY_B, each its own cp.async group.
+  // 0-3), EMPTY_B once warpgroup 1 is (its P V: tiles 4-7), which runs after warpgroup 0's softmax and ends later.
+  // So a step's rows are copied and widened in two parts: PART_A (tiles 0-3 and 8) at EMPTY, PART_B (tiles 4-7) at
+  // EMPTY_B, each its own cp.async group.
   static constexpr int PART_A = 0, PART_B = 1;
   __device__ static constexpr bool in_part(int tile, int part) { return (tile >= 4 && tile < 8) == (part == PART_B); }
 
@@ -465,9 +466,7 @@ struct VerifyWg {
 #else
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
 #endif
-      // (!PROD) this thread's rows of the next step into the other stage, which every warp is done with (W); warpgroup 0
-      // issues them after its S, whose wgmmas they would otherwise wait for (the copies' issue stalls on the SM's
-      // global-memory queue: bench/NOTES.md v24-v25)
+      // (!PROD) this thread's rows of the next step into the other stage, which every warp is done with (W)
       auto copy_next = [&]() {
         if constexpr (!PROD) {
           const int next = step + 1;
@@ -476,9 +475,10 @@ struct VerifyWg {
           if (next + 1 < s.k_end) V::fetch_rows(p, s, next + 1, ri);
         }
       };
-      // 16-bit pools: warpgroup 0 issues its copies after its S (measured on the H200, bench/NOTES.md v25, graph us,
-      // against copies first: MLA Hq=16 N=64 B=16 2423 vs 2549, Hq=128 19438 vs 20540, N=8 B=16 310 vs 330, N=64 b1
-      // 167.4 vs 177.2, N=8 b1 38.9 vs 39.2); the fp8 kernel widens its copies during P V (widen_next)
+      // 16-bit pools: warpgroup 0 issues its copies after its S wgmmas, which would otherwise wait behind them (a
+      // copy's issue waits on the SM's global-memory queue). Measured on the H200 (bench/NOTES.md v25, graph us,
+      // against copies first): MLA Hq=16 N=64 B=16 2423 vs 2549, Hq=128 19438 vs 20540, N=8 B=16 310 vs 330, N=64 b1
+      // 167.4 vs 177.2, N=8 b1 38.9 vs 39.2. The fp8 kernel widens its copies during P V (widen_next): copies first.
       constexpr bool kCopyAfterS = !KV8;
       if (!kCopyAfterS || wgi == 1) copy_next();
       const uint32_t k_base = base + OFF_K + (it & 1) * OPER;
