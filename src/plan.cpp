@@ -218,7 +218,7 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // combine_blocks_per_sm a multiprocessor) waits for a second wave; 8 warps a unit (two units a block) halves
   // the grid. Measured (H200, bench/NOTES.md v11): MLA Hq16 N8 b1, 512 units on 264 resident blocks,
   // 54.6 -> 52.9 us with 8 warps a unit.
-  const int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
+  int64_t units = int64_t(p.batch_size) * p.max_draft * p.num_q_heads * (p.head_dim_v / plan->combine_cols);
   if (plan->combine_wpr == kCombineBlockWarps && units > int64_t(props.combine_blocks_per_sm) * props.num_sms) {
     plan->combine_wpr = kCombineBlockWarps / 2;
     // the 8 warps of a unit in a block of their own (256 threads, one unit a block) instead of two units a
@@ -231,6 +231,20 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
     const int w = std::atoi(v);
     if (w == 1 || w == 2 || w == 4 || w == 8 || w == 16) plan->combine_wpr = w;
     if (w != 8) plan->combine_block8 = false;
+  }
+  // 256-column units: where units of 128 columns, a warp each (wpr 1), need more warps than the resident combine
+  // blocks hold (MLA Hq16 N8 B16: 8192 units against 264 blocks of 16 warps on the H200), a warp merges 256
+  // columns of its row: half the warps, so one wave of blocks instead of two (bench/NOTES.md v26). Its batches hold
+  // 4 splits instead of 8 (combine.cuh). FLASHVERIFY_COMBINE_COLS=128 keeps 128 columns; =256 takes 256 wherever
+  // the kernel has them (Dv 256 or 512, wpr < 16 in 16-warp blocks: benchmark A/B, tests).
+  int cols_env = 0;
+  if (const char* v = std::getenv("FLASHVERIFY_COMBINE_COLS")) cols_env = std::atoi(v);
+  const bool c256_fits = plan->combine_cols == 128 && p.head_dim_v % 256 == 0 && plan->combine_wpr < kCombineBlockWarps;
+  const int64_t resident_warps = int64_t(props.combine_blocks_per_sm) * props.num_sms * kCombineBlockWarps;
+  if (c256_fits && (cols_env == 256 || (cols_env != 128 && plan->combine_wpr == 1 && units > resident_warps))) {
+    plan->combine_cols = 256;
+    plan->combine_block8 = false;
+    units /= 2;
   }
   // launch limits: the verify grid is (m_tiles, parts <= 4096, Hkv), the combine grid one-dimensional
   if (p.num_kv_heads > 65535)

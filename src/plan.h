@@ -58,7 +58,8 @@ struct Plan {
   int mask_words = 0;            // uint32 words per converted mask row (0: no conversion)
   bool inline_plan = false;      // no prepare kernel: the verify kernel plans (and reads byte masks directly)
   bool pdl = false;              // the combine is a programmatic dependent launch of the verify kernel
-  int combine_cols = 0;          // output columns per combine block (128, or 32 when few rows would leave SMs idle)
+  int combine_cols = 0;          // output columns a combine unit (128; 32 when few rows would leave SMs idle; 256
+                                 // where 128 would need a second wave of combine blocks: plan.cpp)
   int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits (plan.cpp)
   bool combine_block8 = false;   // wpr 8 in 8-warp blocks, one unit a block (combine_blocks = units)
   bool fp8_narrow = false;       // fp8 pools on a 32-row d128 tile at a small batch: verify_kernel_narrow (plan.cpp)

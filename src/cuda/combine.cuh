@@ -1,5 +1,6 @@
 // Merges the partial (o, lse) states of split requests. Work unit: (request, draft token, q head, COLS-column
-// slice: min(Dv, 128), or 32 when the batch has too few rows to fill the GPU). A unit gets wpr warps
+// slice: min(Dv, 128), 32 when the batch has too few rows to fill the GPU, or 256 (combine_kernel only) where
+// 128-column units a warp each would need a second wave of blocks: Plan::combine_cols). A unit gets wpr warps
 // (VerifyParams::combine_wpr: about one per 8 splits its request is expected to have, from 1 for batches
 // whose requests are split a few ways up to 16 beyond 64, or 8 where a block a unit would need two waves of
 // blocks) and a block 16 / wpr units. The merge is a weighted mean with
@@ -43,11 +44,13 @@ __device__ __forceinline__ CombineUnit combine_unit(const VerifyParams& p, int64
 // loads of a batch are issued before any is used (one memory round trip a batch), and a running maximum
 // rescales what was summed before, so no separate pass over the lse values is needed. src: the unit's
 // columns of split 0's partial output; row0: its partial-lse row.
+// With 256-column units (VEC 8) a batch holds half as many splits, so that its loads fit the combine kernel's
+// 64 registers (5 spill 68 bytes and measured no faster, 8 spill 372: bench/NOTES.md v26).
 template <int DV, int VEC>
 __device__ __forceinline__ void stream_splits(const VerifyParams& p, const float* src, int64_t row0,
                                               int64_t split_stride, int first, int step, int ns, bool go, float& m,
                                               float& wsum, float (&acc)[VEC]) {
-  constexpr int kBatch = kCombineBatch;
+  constexpr int kBatch = VEC == 8 ? kCombineBatch / 2 : kCombineBatch;
   m = -INFINITY;
   wsum = 0.f;
 #pragma unroll
@@ -61,9 +64,12 @@ __device__ __forceinline__ void stream_splits(const VerifyParams& p, const float
       if (s < ns) {
         lse[u] = p.part_lse[row0 + s * split_stride];
         const float* px = src + s * split_stride * DV;
-        if constexpr (VEC == 4) {
-          const float4 f = *reinterpret_cast<const float4*>(px);
-          x[u][0] = f.x; x[u][1] = f.y; x[u][2] = f.z; x[u][3] = f.w;
+        if constexpr (VEC == 4 || VEC == 8) {
+#pragma unroll
+          for (int v = 0; v < VEC; v += 4) {
+            const float4 f = *reinterpret_cast<const float4*>(px + v);
+            x[u][v] = f.x; x[u][v + 1] = f.y; x[u][v + 2] = f.z; x[u][v + 3] = f.w;
+          }
         } else if constexpr (VEC == 1) {
           x[u][0] = *px;
         } else {

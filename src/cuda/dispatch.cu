@@ -136,18 +136,36 @@ cudaError_t launch_combine_dv(const VerifyParams& p, const Plan& plan, cudaStrea
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = plan.pdl ? 1 : 0;
-  // 8-warp blocks, or wpr 16 in 16-warp blocks (combine.cuh says why those are kernels of their own), or any wpr
-  const cudaError_t err = plan.combine_block8 ? cudaLaunchKernelEx(&cfg, combine_block8_kernel<T, DV, COLS>, p)
-                          : p.combine_wpr == kCombineWarps ? cudaLaunchKernelEx(&cfg, combine_block_kernel<T, DV, COLS>, p)
-                                                           : cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
+  // 8-warp blocks, or wpr 16 in 16-warp blocks (combine.cuh says why those are kernels of their own), or any wpr;
+  // 256-column units only the last (launch_combine_256)
+  cudaError_t err;
+  if constexpr (COLS == 256)
+    err = cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
+  else
+    err = plan.combine_block8 ? cudaLaunchKernelEx(&cfg, combine_block8_kernel<T, DV, COLS>, p)
+          : p.combine_wpr == kCombineWarps ? cudaLaunchKernelEx(&cfg, combine_block_kernel<T, DV, COLS>, p)
+                                           : cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
   if (err != cudaSuccess) cudaGetLastError();  // do not leave it for the next call to report
   return err;
 }
 
-// Plan::combine_cols: the columns a block merges (32, or min(Dv, 128))
+// 256-column units (Plan::combine_cols 256, Dv >= 256): combine_kernel only (the planner takes them for wpr < 16
+// without combine_block8)
+template <class T, int DV>
+cudaError_t launch_combine_256(const VerifyParams& p, const Plan& plan, cudaStream_t s) {
+  if constexpr (DV >= 256) {
+    if (plan.combine_block8 || p.combine_wpr == kCombineWarps) return cudaErrorInvalidConfiguration;
+    return launch_combine_dv<T, DV, 256>(p, plan, s);
+  } else {
+    return cudaErrorInvalidConfiguration;
+  }
+}
+
+// Plan::combine_cols: the columns a block merges (32, min(Dv, 128), or 256)
 template <class T, int DV>
 cudaError_t launch_combine_cols(const VerifyParams& p, const Plan& plan, cudaStream_t s) {
   constexpr int kWide = DV < 128 ? DV : 128;
+  if (plan.combine_cols == 256) return launch_combine_256<T, DV>(p, plan, s);
   return plan.combine_cols == 32 ? launch_combine_dv<T, DV, 32>(p, plan, s) : launch_combine_dv<T, DV, kWide>(p, plan, s);
 }
 

@@ -431,6 +431,55 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   EXPECT_EQ(plan.combine_wpr, 1);
 }
 
+// 256-column combine units where 128-column units, a warp each, would need a second wave of combine blocks:
+// MLA Hq16 N8 B16 has 16 x 8 x 16 rows x 4 slices = 8192 units against 2 x 132 blocks of 16 warps (4224) on the
+// H200; 4096 units of 256 columns fit one wave (bench/NOTES.md v26). FLASHVERIFY_COMBINE_COLS=128 keeps 128;
+// =256 forces 256 where the kernel has them (Dv 256 or 512, wpr < 16).
+TEST(Plan, CombineTakes256ColumnsWhere128NeedASecondWave) {
+  fv::Plan plan;
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 16), kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 1);
+  EXPECT_EQ(plan.combine_cols, 256);
+  EXPECT_FALSE(plan.combine_block8);
+  EXPECT_EQ(plan.combine_blocks, 16 * 8 * 16 * 2 / 16);
+  {
+    const fvt::ScopedEnv keep("FLASHVERIFY_COMBINE_COLS", "128");
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 16), kH200, &plan), FV_OK);
+    EXPECT_EQ(plan.combine_cols, 128);
+    EXPECT_EQ(plan.combine_blocks, 16 * 8 * 16 * 4 / 16);
+  }
+  // 4096 units of 128 columns fit one wave (MLA Hq16 N8 B8; GQA 32/8 d128 B16 has no 256-column slices)
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 8), kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_cols, 128);
+  ASSERT_EQ(fv::make_plan(gqa_problem(32, 8, 128, 8, 16), kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_cols, 128);
+  // sm_120 (188 SMs): 8192 units > 2 x 188 x 16 = 6016 as well
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 16), kSm120, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 1);
+  EXPECT_EQ(plan.combine_cols, 256);
+  EXPECT_EQ(plan.combine_blocks, 16 * 8 * 16 * 2 / 16);
+  // the batch-1 plan (wpr 8 in 8-warp blocks) keeps 128 columns unless forced; forced, the 8 warps share a
+  // 16-warp block with the next unit (combine_kernel: the 256-column units have no block kernels)
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_cols, 128);
+  EXPECT_TRUE(plan.combine_block8);
+  {
+    const fvt::ScopedEnv force("FLASHVERIFY_COMBINE_COLS", "256");
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &plan), FV_OK);
+    EXPECT_EQ(plan.combine_cols, 256);
+    EXPECT_EQ(plan.combine_wpr, 8);
+    EXPECT_FALSE(plan.combine_block8);
+    EXPECT_EQ(plan.combine_blocks, 16 * 8 * 2 / 2);
+    // Dv 128: no 256-column units, the force is ignored
+    ASSERT_EQ(fv::make_plan(gqa_problem(32, 8, 128, 8, 16), kH200, &plan), FV_OK);
+    EXPECT_EQ(plan.combine_cols, 128);
+    // wpr 16 (one unit a block: combine_block_kernel) keeps 128
+    const fvt::ScopedEnv wpr("FLASHVERIFY_COMBINE_WPR", "16");
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &plan), FV_OK);
+    EXPECT_EQ(plan.combine_cols, 128);
+  }
+}
+
 TEST(Plan, GridsBeyondTheLaunchLimitsAreRefused) {
   fv::Plan plan;
   // 8192 requests x 65536 draft rows x 128 heads x 4 column slices, split 2 ways: 2^34 combine blocks

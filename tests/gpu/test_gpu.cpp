@@ -334,11 +334,17 @@ TEST(Combine, EveryWarpCountMatchesOracle) {
       fvt::Reference ref;
       ASSERT_EQ(fvt::run_oracle(hp, &ref), FV_OK);
       for (const char* wpr : {"1", "2", "4", "8", "16"}) {
-        const fvt::ScopedEnv forced("FLASHVERIFY_COMBINE_WPR", wpr);
-        fvt::Comparison c;
-        const std::string label = std::string(mla ? "mla" : "gqa") + " splits=" + std::to_string(splits) + " wpr=" + wpr;
-        ASSERT_NO_FATAL_FAILURE(check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), label.c_str(), &c));
-        std::printf("[ combine  ] %-28s rel L2 %.3e\n", label.c_str(), c.rel_l2);
+        // MLA (Dv 512) also with 256-column units (combine_kernel, wpr < 16; Plan.CombineTakes256Columns...)
+        for (const char* cols : {"128", "256"}) {
+          if (std::string(cols) == "256" && (!mla || std::string(wpr) == "16")) continue;
+          const fvt::ScopedEnv forced("FLASHVERIFY_COMBINE_WPR", wpr);
+          const fvt::ScopedEnv width("FLASHVERIFY_COMBINE_COLS", cols);
+          fvt::Comparison c;
+          const std::string label = std::string(mla ? "mla" : "gqa") + " splits=" + std::to_string(splits) +
+                                    " wpr=" + wpr + " cols=" + cols;
+          ASSERT_NO_FATAL_FAILURE(check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), label.c_str(), &c));
+          std::printf("[ combine  ] %-36s rel L2 %.3e\n", label.c_str(), c.rel_l2);
+        }
       }
     }
   }
