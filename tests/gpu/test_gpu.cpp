@@ -316,14 +316,22 @@ INSTANTIATE_TEST_SUITE_P(Gpu, Layouts, ::testing::Values(0, 1, 2), [](const ::te
 // expected split count; FLASHVERIFY_COMBINE_WPR overrides it, which the CPU test
 // Plan.CombineWarpsFollowTheExpectedSplitCount checks): every one against the oracle, with a few and with
 // the most splits. The GQA layout has 3 x 7 x 7 = 147 units of 128 columns (147 rows fill a 132-SM H200, so
-// the slices are wide), so the last block is part-full for every wpr below 16, barrier included.
+// the slices are wide), so the last block is part-full for every wpr below 16, barrier included. One request of
+// 20,000 keys split the most ways (~313) takes several batches of loads a warp in the block kernels (combine.cuh):
+// GQA's 49 rows in 32-column units, MLA's 112 in 8-warp blocks (three requests split that way take one batch).
 TEST(Combine, EveryWarpCountMatchesOracle) {
   REQUIRE_GPU();
   for (bool mla : {false, true}) {
-    for (int splits : {3, 4096}) {
+    for (int splits : {3, 4096, -4096}) {
+      const bool one = splits < 0;
       CaseSpec s = fixed_case(mla, FV_PROFILE_AUTO, fvt::session_seed() + 60 + splits + mla);
       s.max_draft = 7;
       s.draft = {7, 5, 7};
+      if (one) {
+        splits = -splits;
+        s.draft = {7};
+        s.prefix = {20000};
+      }
       if (!mla) {
         s.hq = 7;
         s.hkv = 1;
@@ -340,8 +348,8 @@ TEST(Combine, EveryWarpCountMatchesOracle) {
           const fvt::ScopedEnv forced("FLASHVERIFY_COMBINE_WPR", wpr);
           const fvt::ScopedEnv width("FLASHVERIFY_COMBINE_COLS", cols);
           fvt::Comparison c;
-          const std::string label = std::string(mla ? "mla" : "gqa") + " splits=" + std::to_string(splits) +
-                                    " wpr=" + wpr + " cols=" + cols;
+          const std::string label = std::string(mla ? "mla" : "gqa") + (one ? " one" : "") + " splits=" +
+                                    std::to_string(splits) + " wpr=" + wpr + " cols=" + cols;
           ASSERT_NO_FATAL_FAILURE(check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), label.c_str(), &c));
           std::printf("[ combine  ] %-36s rel L2 %.3e\n", label.c_str(), c.rel_l2);
         }
