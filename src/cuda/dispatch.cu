@@ -137,7 +137,7 @@ cudaError_t launch_combine_dv(const VerifyParams& p, const Plan& plan, cudaStrea
   cfg.attrs = attr;
   cfg.numAttrs = plan.pdl ? 1 : 0;
   // 8-warp blocks, or wpr 16 in 16-warp blocks (combine.cuh says why those are kernels of their own), or any wpr;
-  // 256-column units only the last (launch_combine_256)
+  // 256-column units only the last (launch_combine_cols)
   cudaError_t err;
   if constexpr (COLS == 256)
     err = cudaLaunchKernelEx(&cfg, combine_kernel<T, DV, COLS>, p);
@@ -149,23 +149,16 @@ cudaError_t launch_combine_dv(const VerifyParams& p, const Plan& plan, cudaStrea
   return err;
 }
 
-// 256-column units (Plan::combine_cols 256, Dv >= 256): combine_kernel only (the planner takes them for wpr < 16
-// without combine_block8)
-template <class T, int DV>
-cudaError_t launch_combine_256(const VerifyParams& p, const Plan& plan, cudaStream_t s) {
-  if constexpr (DV >= 256) {
-    if (plan.combine_block8 || p.combine_wpr == kCombineWarps) return cudaErrorInvalidConfiguration;
-    return launch_combine_dv<T, DV, 256>(p, plan, s);
-  } else {
-    return cudaErrorInvalidConfiguration;
-  }
-}
-
 // Plan::combine_cols: the columns a block merges (32, min(Dv, 128), or 256)
 template <class T, int DV>
 cudaError_t launch_combine_cols(const VerifyParams& p, const Plan& plan, cudaStream_t s) {
   constexpr int kWide = DV < 128 ? DV : 128;
-  if (plan.combine_cols == 256) return launch_combine_256<T, DV>(p, plan, s);
+  if (plan.combine_cols == 256) {
+    // combine_kernel only: the planner takes 256 columns for Dv 256 / 512 without combine_block8 or wpr 16
+    if constexpr (DV >= 256)
+      if (!plan.combine_block8 && p.combine_wpr != kCombineWarps) return launch_combine_dv<T, DV, 256>(p, plan, s);
+    return cudaErrorInvalidConfiguration;
+  }
   return plan.combine_cols == 32 ? launch_combine_dv<T, DV, 32>(p, plan, s) : launch_combine_dv<T, DV, kWide>(p, plan, s);
 }
 
