@@ -76,6 +76,15 @@ struct VerifyWg {
   static constexpr int BM = 64, BN = 64, DQK = 576, DV = 512, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
   static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7;
+  // 16-bit pools: the partial rows leave through shared memory, one bulk copy (cp.async.bulk) a row, instead of 64
+  // 8-byte stores a thread (each a 32-byte sector of 8 rows). H200, graph µs, against the stores (bench/NOTES.md v27):
+  // N=64 B=16 -2.5%, N=8 B=16 P=256K -1.4%, P=32K -0.6%, b1 even. Not in the fp8 kernels: the producer kernel's compute
+  // warps spilled 184 / 216 bytes instead of 80 / 112 and fp8 b1 took 1 µs more. BAR_EPI: the compute warps' barrier
+  // before the copies (EMPTY_B takes 7 and 8); EPI_ROW: staged rows 2 KB + 32 bytes apart, so that a warp's 8-byte
+  // stores of 8 rows x 32 bytes fill two wavefronts without conflicts.
+  static constexpr bool EPI_BULK = !KV8;
+  static constexpr int BAR_EPI = 9;
+  static constexpr uint32_t EPI_ROW = DV * 4 + 32;
   // EMPTY and EMPTY_B (PROD): the producer warpgroups and the one compute warpgroup that releases that part
   static constexpr int EMPTY_THREADS = (THREADS - COMPUTE) + COMPUTE / 2;
   // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / 512
@@ -87,6 +96,7 @@ struct VerifyWg {
   static constexpr uint32_t OFF_Q = 0, OFF_K = OPER, OFF_P = OFF_K + 2 * OPER, OFF_STATS = OFF_P + TILE;
   // statistics: rescale factors, row sums, row maxima, (F16) Q's row factors 2^-e
   static constexpr uint32_t SMEM = OFF_STATS + 4 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
+  static_assert(BM * EPI_ROW <= OFF_P, "the staged partial rows fit Q's and the stages' space");
   static_assert(V::BM == BM && V::BN == BN && V::DQK == DQK && V::DV == DV && V::THREADS == COMPUTE,
                 "the mma.sync MLA tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
@@ -643,14 +653,41 @@ struct VerifyWg {
           p.lse[tok_row * p.lse_stride_token + hq] = l > 0.f ? lse2 * kLn2 : -INFINITY;
       } else {
         const int64_t prow = part_row(p, slot0 + split, i, hq);
-        float* dst = p.part_o + prow * DV + col0;
+        if constexpr (EPI_BULK) {
+          // the row into shared memory (Q's and the stages' space: every wgmma of the segment is done), for one bulk
+          // copy a row below
+          const uint32_t srow = base + OFF_Q + row * EPI_ROW + 4 * col0;
 #pragma unroll
-        for (int nb = 0; nb < 4; ++nb)
+          for (int nb = 0; nb < 4; ++nb)
 #pragma unroll
-          for (int j = 0; j < 8; ++j)
-            *reinterpret_cast<float2*>(dst + 64 * nb + 8 * j) =
-                make_float2(o[nb][4 * j + 2 * h] * inv, o[nb][4 * j + 2 * h + 1] * inv);
+            for (int j = 0; j < 8; ++j)
+              asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(srow + 4 * (64 * nb + 8 * j)),
+                           "f"(o[nb][4 * j + 2 * h] * inv), "f"(o[nb][4 * j + 2 * h + 1] * inv) : "memory");
+        } else {
+          float* dst = p.part_o + prow * DV + col0;
+#pragma unroll
+          for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+              *reinterpret_cast<float2*>(dst + 64 * nb + 8 * j) =
+                  make_float2(o[nb][4 * j + 2 * h] * inv, o[nb][4 * j + 2 * h + 1] * inv);
+        }
         if (wgi == 0 && t4 == 0) p.part_lse[prow] = lse2;
+      }
+    }
+    if (EPI_BULK && !final_out) {
+      // the staged rows to global memory by the bulk-copy engine: thread r < 64 copies row r (2 KB), then waits until
+      // the copy has read shared memory (the next segment's copies reuse it)
+      wg::fence_proxy_async();
+      named_sync(BAR_EPI);
+      const int r = m_tile * BM + int(threadIdx.x);
+      if (threadIdx.x < BM && r < s.rows) {
+        const int i = r / p.group, hq = r - i * p.group;
+        float* dst = p.part_o + part_row(p, slot0 + split, i, hq) * DV;
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
+                     "r"(base + OFF_Q + threadIdx.x * EPI_ROW), "n"(DV * 4) : "memory");
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
       }
     }
     FV_TRACE(V::trace_block(), 14);
