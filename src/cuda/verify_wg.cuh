@@ -653,25 +653,21 @@ struct VerifyWg {
           p.lse[tok_row * p.lse_stride_token + hq] = l > 0.f ? lse2 * kLn2 : -INFINITY;
       } else {
         const int64_t prow = part_row(p, slot0 + split, i, hq);
-        if constexpr (EPI_BULK) {
-          // the row into shared memory (Q's and the stages' space: every wgmma of the segment is done), for one bulk
-          // copy a row below
-          const uint32_t srow = base + OFF_Q + row * EPI_ROW + 4 * col0;
+        // EPI_BULK: the row into shared memory (Q's and the stages' space: every wgmma of the segment is done), for
+        // one bulk copy a row below; else straight to the partial row
+        const uint32_t srow = base + OFF_Q + row * EPI_ROW + 4 * col0;
+        float* dst = p.part_o + prow * DV + col0;
 #pragma unroll
-          for (int nb = 0; nb < 4; ++nb)
+        for (int nb = 0; nb < 4; ++nb)
 #pragma unroll
-            for (int j = 0; j < 8; ++j)
-              asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(srow + 4 * (64 * nb + 8 * j)),
-                           "f"(o[nb][4 * j + 2 * h] * inv), "f"(o[nb][4 * j + 2 * h + 1] * inv) : "memory");
-        } else {
-          float* dst = p.part_o + prow * DV + col0;
-#pragma unroll
-          for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-              *reinterpret_cast<float2*>(dst + 64 * nb + 8 * j) =
-                  make_float2(o[nb][4 * j + 2 * h] * inv, o[nb][4 * j + 2 * h + 1] * inv);
-        }
+          for (int j = 0; j < 8; ++j) {
+            const float x = o[nb][4 * j + 2 * h] * inv, y = o[nb][4 * j + 2 * h + 1] * inv;
+            if constexpr (EPI_BULK)
+              asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(srow + 4 * (64 * nb + 8 * j)), "f"(x), "f"(y)
+                           : "memory");
+            else
+              *reinterpret_cast<float2*>(dst + 64 * nb + 8 * j) = make_float2(x, y);
+          }
         if (wgi == 0 && t4 == 0) p.part_lse[prow] = lse2;
       }
     }
