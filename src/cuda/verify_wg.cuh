@@ -17,7 +17,9 @@
 //    columns 256..511 (P from the P tile), 128 accumulators a thread each.
 // Step order: wait for the step's copies, barrier W (every warp is done with the previous step's P and
 // stage), refill the other stage (WG 1; 16-bit pools: WG 0 once its S wgmmas are issued), S and softmax (WG 0) /
-// wait for P (WG 1), P V (both).
+// wait for P (WG 1), P V (both). Epilogue: each thread's two rows, normalised, into the output, or (a split
+// request) into its partial rows; with 16-bit pools those go through shared memory and one bulk copy a row
+// (EPI_BULK below).
 #pragma once
 
 #include <cstdint>
