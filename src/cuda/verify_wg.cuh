@@ -675,7 +675,8 @@ struct VerifyWg {
     }
     if (EPI_BULK && !final_out) {
       // the staged rows to global memory by the bulk-copy engine: thread r < 64 copies row r (2 KB), then waits until
-      // the copy has read shared memory (the next segment's copies reuse it)
+      // the copy has read shared memory (the next segment's copies reuse it). Their global writes need no wait here:
+      // the combine reads them after griddepcontrol.wait, i.e. once this grid has completed, bulk copies included.
       wg::fence_proxy_async();
       named_sync(BAR_EPI);
       const int r = m_tile * BM + int(threadIdx.x);
