@@ -49,7 +49,8 @@ enum ConfigId {
   kGqa128Bm32S3 = 7,
   kMlaWg = 8,
   kGqa256Bn32 = 9,
-  kNumConfigs = 10
+  kGqaWg128 = 10,
+  kNumConfigs = 11
 };
 
 // Why these shapes (bench/NOTES.md has the arithmetic):
@@ -92,6 +93,10 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // GQA d256 where the shared memory allows it (sm_90 / sm_100: 104 KB, two CTAs a multiprocessor): 32-key
     // steps, half as many per key as the 99 KB tile's 16-key steps, with as many bytes in flight a multiprocessor
     {kGqa256Bn32, "gqa256_bm64_bn32_s2", 64, 32, 256, 256, 4, 2, 4, 2, 2, false, 2, true, 1, 4},
+    // the Hopper kernel for GQA d128 (verify_wg.cuh with HD 128: wgmma, sm_90a only; 16-bit pools without score
+    // modifiers, anything else takes the 64-row mma.sync tile of the same geometry, kGqa128): ~90 KB, two CTAs a
+    // multiprocessor
+    {kGqaWg128, "gqa128_wg_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, true, 2, 2},
 };
 
 // The configurations with a second fp8 kernel (verify_kernel_narrow: 64-key compact steps, for small batches; the
@@ -110,6 +115,7 @@ static_assert(kTileConfigs[kGqa128Bn32].smem_bytes() <= kSmallSmemLimit, "must f
 // two CTAs a multiprocessor on sm_90 (228 KB a multiprocessor, 1 KB reserved a block, 384 bytes static)
 static_assert(2 * (kTileConfigs[kGqa128Bm32S3].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 static_assert(kTileConfigs[kGqa256Bn32].smem_bytes() > kSmallSmemLimit, "large_smem is right for it");
+static_assert(2 * (kTileConfigs[kGqaWg128].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 static_assert(2 * (kTileConfigs[kGqa256Bn32].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 
 }  // namespace fv

@@ -30,6 +30,8 @@ cudaError_t launch_verify_narrow(const VerifyParams& p, dim3 grid, cudaStream_t 
 // the Hopper MLA kernel (verify_wg.cuh; src/cuda/wg/verify_mla_wg.cu, sm_90a code)
 template <class T, bool KV8>
 cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaStream_t stream);
+template <class T>
+cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #endif
 
 namespace {
@@ -107,6 +109,13 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
           return launch_verify_wg<T, true>(p, p.kv8_a16, grid, s);
 #endif
       return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
+    case kGqaWg128:
+      // the Hopper kernel for GQA d128 takes 16-bit pools without modifiers; anything else takes the 64-row mma.sync
+      // tile, whose geometry (and so the plan) is the same
+#if defined(FV_HAVE_WG_KERNEL)
+      if constexpr (!MODS && !KV8) return launch_verify_wg_gqa<T>(p, grid, s);
+#endif
+      return launch_verify<kGqa128, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -67,15 +67,21 @@ namespace fv {
 // FLASHVERIFY_FP8_MLA_F16=0 turns it off. P in fp16 is more precise than in bf16 where P times its factor stays normal
 // (>= 2^-14); below, fp16 subnormals keep an absolute precision of 2^-25. ptxas: the producer kernels spill 80 / 112
 // bytes (stores / loads), mostly outside the step loop (this one spilled 184 / 228 before the two-part release).
-template <class T, bool KV8, bool PROD = false, bool F16 = false>
+// HD: the head dim, 576 (MLA: V is the first 512 columns of the K rows, one KV head) or 128 (GQA: separate V rows, one
+// KV head a CTA: blockIdx.z; 16-bit pools without modifiers only: verify_wg_gqa_kernel below).
+template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576>
 struct VerifyWg {
+  static constexpr bool MLA = HD == 576;
+  static_assert(MLA || HD == 128, "MLA 576 / 512 or GQA d128");
+  static_assert(MLA || !KV8, "GQA: 16-bit pools only");
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
   static_assert(!F16 || (PROD && std::is_same<T, __nv_bfloat16>::value), "F16: the bf16 models' producer kernel");
   using M = std::conditional_t<F16, __half, T>;  // the products' operand type
-  using V = Verify<kMlaLarge, T, false, false>;  // its segment type, row-index fetch, Q rows and tree test
+  // its segment type, row-index fetch, Q rows and tree test (the mma.sync tile of the same geometry)
+  using V = Verify<MLA ? kMlaLarge : kGqa128, T, false, false>;
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
-  static constexpr int BM = 64, BN = 64, DQK = 576, DV = 512, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
+  static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
   static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7;
   // 16-bit pools: the partial rows leave through shared memory, one bulk copy (cp.async.bulk) a row, instead of 64
@@ -93,9 +99,13 @@ struct VerifyWg {
   static constexpr int LAUNCH_REGS = 128, PROD_REGS = 32, COMPUTE_REGS = 224;
   static_assert(2 * (LAUNCH_REGS - PROD_REGS) >= 2 * (COMPUTE_REGS - LAUNCH_REGS), "the CTA's register pool");
   static constexpr int KT = DQK / 64;                    // SW128 column tiles of a row
+  static constexpr int VT = MLA ? 0 : DV / 64;           // GQA: a stage's V tiles, after its K tiles (MLA: V in K)
+  static constexpr int NB = DV / 64 / 2;                 // O column tiles a warpgroup holds
+  static constexpr int VT0 = MLA ? 0 : KT;               // a stage's first V tile (MLA: V is K's first columns)
   static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
-  static constexpr uint32_t OPER = KT * TILE;            // Q, or one stage of K rows
-  static constexpr uint32_t OFF_Q = 0, OFF_K = OPER, OFF_P = OFF_K + 2 * OPER, OFF_STATS = OFF_P + TILE;
+  static constexpr uint32_t QOPER = KT * TILE;           // Q
+  static constexpr uint32_t OPER = (KT + VT) * TILE;     // one stage: K rows (GQA: and V rows)
+  static constexpr uint32_t OFF_Q = 0, OFF_K = QOPER, OFF_P = OFF_K + 2 * OPER, OFF_STATS = OFF_P + TILE;
   // statistics: rescale factors, row sums, row maxima, (F16) Q's row factors 2^-e
   static constexpr uint32_t SMEM = OFF_STATS + 4 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
   static_assert(BM * EPI_ROW <= OFF_P, "the staged partial rows fit Q's and the stages' space");
@@ -103,17 +113,21 @@ struct VerifyWg {
                 "the mma.sync MLA tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
   static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
-  static_assert(SMEM <= kTileConfigs[kMlaWg].smem_bytes() + 1024, "the planner's figure (tile_config.h) covers it");
+  static_assert(SMEM <= kTileConfigs[MLA ? kMlaWg : kGqaWg128].smem_bytes() + 1024,
+                "the planner's figure (tile_config.h) covers it");
 
-  // Key rows of `step` into a stage: thread (r0 = tid / 8, c0 = tid % 8) copies chunks 8 c + c0 (c = 0..8) of
-  // rows r0 and r0 + 32, i.e. chunk c0 of SW128 tile c (the rows fetch_rows loaded the slot indices of)
-  __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, uint32_t k_base) {
+  // Key rows of `step` into a stage: thread (r0 = tid / 8, c0 = tid % 8) copies chunks 8 c + c0 (c < KT) of
+  // rows r0 and r0 + 32, i.e. chunk c0 of SW128 tile c (the rows fetch_rows loaded the slot indices of); GQA: the
+  // same chunks of the V rows into the stage's V tiles, KV head hk
+  __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, uint32_t k_base,
+                                    int hk = 0) {
     const int r0 = threadIdx.x / 8, c0 = threadIdx.x % 8;
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
       const int row = r0 + pass * 32;
       const int pos = step * BN + row;
       const T* src = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
+      [[maybe_unused]] const T* vsrc = static_cast<const T*>(MLA ? p.k_pool : p.v_pool);
       int bytes = 0;
       if (pos < s.plen) {
         const int64_t slot = p.paged ? ri.raw[pass] * p.page_size + pos % p.page_size : ri.raw[pass];
@@ -124,22 +138,35 @@ struct VerifyWg {
           continue;
         }
         src = static_cast<const T*>(p.k_pool) + slot * p.k_pool_stride_slot;  // MLA: one KV head
+        if constexpr (!MLA) {
+          src += hk * p.k_pool_stride_head;
+          vsrc = static_cast<const T*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
+        }
         bytes = 16;
       } else if (pos < s.len) {
         src = static_cast<const T*>(p.k_draft) + (s.qo0 + (pos - s.plen)) * p.k_draft_stride_token;
+        if constexpr (!MLA) {
+          src += hk * p.k_draft_stride_head;
+          vsrc = static_cast<const T*>(p.v_draft) + (s.qo0 + (pos - s.plen)) * p.v_draft_stride_token +
+                 hk * p.v_draft_stride_head;
+        }
         bytes = 16;
       }
 #pragma unroll
       for (int c = 0; c < KT; ++c) cp_async_16(k_base + c * TILE + wg::sw128_offset(row, c0), src + (8 * c + c0) * 8, bytes);
+      if constexpr (!MLA)
+#pragma unroll
+        for (int c = 0; c < VT; ++c)
+          cp_async_16(k_base + (KT + c) * TILE + wg::sw128_offset(row, c0), vsrc + (8 * c + c0) * 8, bytes);
     }
   }
 
   // Q rows (the compute warps load them): thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (18 of the
   // row's 72) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait)
-  __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base) {
+  __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, int hk = 0) {
     const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
     int bytes;
-    const T* src = V::q_row_src(p, s, m_tile, 0, row, bytes);
+    const T* src = V::q_row_src(p, s, m_tile, MLA ? 0 : hk, row, bytes);
 #pragma unroll
     for (int c = 0; c < DQK / 8 / 4; ++c) {
       const int cc = c0 + 4 * c;
@@ -362,10 +389,10 @@ struct VerifyWg {
     __syncthreads();  // (the compute warps' epilogue barrier)
   }
 
-  __device__ static void rescale(float (&o)[4][32], float a0, float a1) {
+  __device__ static void rescale(float (&o)[NB][32], float a0, float a1) {
     if (a0 == 1.f && a1 == 1.f) return;
 #pragma unroll
-    for (int nb = 0; nb < 4; ++nb)
+    for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         o[nb][4 * j] *= a0;
@@ -374,21 +401,21 @@ struct VerifyWg {
         o[nb][4 * j + 3] *= a1;
       }
   }
-  __device__ static void fence_operands(float (&o)[4][32]) {
+  __device__ static void fence_operands(float (&o)[NB][32]) {
 #pragma unroll
-    for (int nb = 0; nb < 4; ++nb) wg::fence_operands(o[nb]);
+    for (int nb = 0; nb < NB; ++nb) wg::fence_operands(o[nb]);
   }
 
   // A warpgroup's P V: O (its 4 column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
   // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next)
   template <class Mma>
-  __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[4][32],
+  __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[NB][32],
                                             float a0, float a1, Mma&& mma) {
     rescale(o, a0, a1);
     fence_operands(o);
     wg::fence();
 #pragma unroll
-    for (int nb = 0; nb < 4; ++nb)
+    for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) mma(nb, kk);
     wg::commit();
@@ -398,7 +425,7 @@ struct VerifyWg {
   }
 
   __device__ static void run_segment(const VerifyParams& p, const Seg& s, int m_tile, int split, int num_splits,
-                                     int slot0, uint8_t* smem) {
+                                     int slot0, uint8_t* smem, int hk = 0) {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
     const int wgi = warp / 4, wq = warp % 4;  // warpgroup, warp within it: rows 16 wq + g (+ 8)
     const uint32_t base = smem_addr(smem);
@@ -411,14 +438,14 @@ struct VerifyWg {
     __syncthreads();  // the previous segment is done with every shared buffer
 
     // ---- prologue: Q and the first step (one cp.async group), the second step's slot indices
-    load_q(p, s, m_tile, q_base);
+    load_q(p, s, m_tile, q_base, hk);
     RowIdx ri;
     if constexpr (PROD) {
       cp_async_commit();  // Q (the producers copy the rows)
     } else {
       if (s.k_begin < s.k_end) {
         V::fetch_rows(p, s, s.k_begin, ri);
-        issue_rows(p, s, s.k_begin, ri, base + OFF_K);
+        issue_rows(p, s, s.k_begin, ri, base + OFF_K, hk);
       }
       cp_async_commit();
       if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
@@ -446,9 +473,9 @@ struct VerifyWg {
     }
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
     float qf[2] = {1.f, 1.f};  // F16: the rows' Q factors 2^-e (read at the segment's first step)
-    float o[4][32];  // columns 256 wgi + 64 nb + 8 j + 2 t4 (+1), rows g (+ 8) of the warp's 16
+    float o[NB][32];  // columns (DV / 2) wgi + 64 nb + 8 j + 2 t4 (+1), rows g (+ 8) of the warp's 16
 #pragma unroll
-    for (int nb = 0; nb < 4; ++nb)
+    for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[nb][i] = 0.f;
 
@@ -482,7 +509,7 @@ struct VerifyWg {
       auto copy_next = [&]() {
         if constexpr (!PROD) {
           const int next = step + 1;
-          if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER);
+          if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER, hk);
           cp_async_commit();
           if (next + 1 < s.k_end) V::fetch_rows(p, s, next + 1, ri);
         }
@@ -592,7 +619,7 @@ struct VerifyWg {
 
         // ---- O[:, 0:256] = O * alpha + P V (P from registers)
         pv(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
-          wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(k_base + nb * TILE + 2048 * kk, TILE, 1024));
+          wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(k_base + (VT0 + nb) * TILE + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD)
           if (step + 2 < s.k_end) named_arrive<EMPTY_THREADS>(BAR_EMPTY + (it & 1));  // the producers refill the stage
@@ -601,7 +628,7 @@ struct VerifyWg {
         // ---- O[:, 256:512] = O * alpha + P V (P from the P tile)
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
           wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
-                                     wg::desc_sw128(k_base + (4 + nb) * TILE + 2048 * kk, TILE, 1024));
+                                     wg::desc_sw128(k_base + (VT0 + NB + nb) * TILE + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD) {
           if (step + 1 < s.k_end) named_arrive(BAR_PFREE);
@@ -633,18 +660,18 @@ struct VerifyWg {
       if (r >= s.rows) continue;
       float l = l_fin[row];
       float m = m_fin[row];
-      const int i = r / p.group, hq = r - i * p.group;  // MLA: one KV head, every q head in the group
+      const int i = r / p.group, hq = (MLA ? 0 : hk * p.group) + r - i * p.group;  // (MLA: one KV head)
       float inv = l > 0.f ? 1.f / l : 0.f;
       // a sink joins the denominator once: here when the request is not split, else in the combine
       if (final_out && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[hq] * kLog2e, m, l, inv);
       if constexpr (F16) inv *= p.f16_out;  // P's 2^-sigma
       const int64_t tok_row = s.qo0 + i;
       const float lse2 = lse_log2(m, l);
-      const int col0 = 256 * wgi + 2 * t4;
+      const int col0 = (DV / 2) * wgi + 2 * t4;
       if (final_out) {
         const int64_t ob = tok_row * p.out_stride_token + int64_t(hq) * p.out_stride_head + col0;
 #pragma unroll
-        for (int nb = 0; nb < 4; ++nb)
+        for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
             const int col = 64 * nb + 8 * j;
@@ -660,7 +687,7 @@ struct VerifyWg {
         const uint32_t srow = base + OFF_Q + row * EPI_ROW + 4 * col0;
         float* dst = p.part_o + prow * DV + col0;
 #pragma unroll
-        for (int nb = 0; nb < 4; ++nb)
+        for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
             const float x = o[nb][4 * j + 2 * h] * inv, y = o[nb][4 * j + 2 * h + 1] * inv;
@@ -681,7 +708,7 @@ struct VerifyWg {
       named_sync(BAR_EPI);
       const int r = m_tile * BM + int(threadIdx.x);
       if (threadIdx.x < BM && r < s.rows) {
-        const int i = r / p.group, hq = r - i * p.group;
+        const int i = r / p.group, hq = (MLA ? 0 : hk * p.group) + r - i * p.group;
         float* dst = p.part_o + part_row(p, slot0 + split, i, hq) * DV;
         asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
                      "r"(base + OFF_Q + threadIdx.x * EPI_ROW), "n"(DV * 4) : "memory");
@@ -695,8 +722,8 @@ struct VerifyWg {
   // The mma.sync tile's plan, segments and splits (Verify::for_each_planned_segment) with this tile's body
   __device__ static void run(const VerifyParams& p, uint8_t* smem_raw) {
     uint8_t* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // SW128 tiles: 1024-aligned
-    auto compute = [&](const Seg& s, int m_tile, int, int split, int num_splits, int slot0) {
-      run_segment(p, s, m_tile, split, num_splits, slot0, smem);
+    auto compute = [&](const Seg& s, int m_tile, int hk, int split, int num_splits, int slot0) {
+      run_segment(p, s, m_tile, split, num_splits, slot0, smem, MLA ? 0 : hk);
     };
     if constexpr (PROD) {
       // the two warpgroup roles walk the plan in two places: one inline plan buffer for both
@@ -734,6 +761,31 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
+}
+
+// GQA d128 (16-bit pools, no score modifiers): the same kernel with K and V rows of one KV head a CTA (blockIdx.z);
+// about 90 KB of shared memory, two CTAs a multiprocessor
+#ifndef FV_GQA_WG_MINB
+#define FV_GQA_WG_MINB 2
+#endif
+template <class T>
+__global__ void __launch_bounds__(256, FV_GQA_WG_MINB) verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+#if FV_HAS_WGMMA
+  VerifyWg<T, false, false, false, 128>::run(p, smem);
+#elif defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+
+template <class T>
+cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
+  using W = VerifyWg<T, false, false, false, 128>;
+  cudaError_t err = cudaFuncSetAttribute(verify_wg_gqa_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(W::SMEM));
+  if (err != cudaSuccess) return err;
+  verify_wg_gqa_kernel<T><<<grid, W::THREADS, W::SMEM, stream>>>(p);
+  return cudaGetLastError();
 }
 
 // prod (KV8 only): the producer-warpgroup kernel; with p.fp8_f16 (bf16 models) its fp16 products
