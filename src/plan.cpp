@@ -99,6 +99,14 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
         cfg = &kTileConfigs[fits_two(kTileConfigs[kGqa128Bm32S3], props, p) ? kGqa128Bm32S3 : kGqa128Bm32];
       else if (rows <= 64 && p.batch_size == 1 && p.num_kv_heads == 1 && p.kv_dtype != FV_DTYPE_FP8_E4M3)
         cfg = &kTileConfigs[kGqa128Bm32];
+      else if (env_on_unless_0("FLASHVERIFY_WGMMA") && p.kv_dtype != FV_DTYPE_FP8_E4M3 &&
+               p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqaWg128], props))
+        // the Hopper kernel (wgmma) in the 64-row tile's place on an sm_90 device whose library holds it, for 16-bit
+        // pools (the dispatcher keeps the mma.sync tile, whose plan is the same, for score modifiers). H200, graph us,
+        // against the mma.sync tile (bench/NOTES.md v28): GQA 8/1 N=8 B=16 95.3 vs 105.0, N=32 B=16 272.7 vs 349,
+        // B=2 28.9 vs 29.5, GQA 16/2 b1 29.0 vs 29.6; not at batch 1 of one KV head (22.5 vs 21.3 for the two 32-row
+        // tiles above). FLASHVERIFY_WGMMA=0 keeps the mma.sync tile.
+        cfg = &kTileConfigs[kGqaWg128];
       else
         cfg = &kTileConfigs[kGqa128];
       break;

@@ -1,9 +1,11 @@
-// The Hopper MLA verify kernel (sm_90a, wgmma): the planner's MLA tile on sm_90 devices when the library was
+// The Hopper verify kernels (sm_90a, wgmma): the planner's MLA tile on sm_90 devices when the library was
 // built for sm_90 (FLASHVERIFY_WGMMA=0 keeps the mma.sync tile), for one KV head and either 16-bit KV pools
 // without SGLang's score modifiers or fp8 pools without a logit cap, window or xai temperature (anything else
 // takes the mma.sync tile: dispatch.cu). Measured on the
 // H200 against the mma.sync tile (bench/NOTES.md v12): MLA Hq16 N8 b1 40.4 vs 52.9 us, N64 B16 ~470 vs 275
-// TFLOP/s.
+// TFLOP/s. The same kernel with HD 128 (verify_wg_gqa_kernel) is the GQA d128 64-row tile there (16-bit pools
+// without modifiers; the planner keeps the two 32-row tiles for one request on one KV head and the 32-row tiles
+// for groups x drafts <= 32): bench/NOTES.md v28, GQA 8/1 N=8 B=16 95 vs 105 us, N=32 B=16 273 vs 349.
 //
 // Same work split, plan, segments, tree mask and partial-state layout as the mma.sync MLA tile (verify.cuh,
 // configuration kMlaLarge: 64 rows x 64 keys a step, 2 stages, 256 threads), different inner products:
@@ -765,11 +767,9 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 
 // GQA d128 (16-bit pools, no score modifiers): the same kernel with K and V rows of one KV head a CTA (blockIdx.z);
 // about 90 KB of shared memory, two CTAs a multiprocessor
-#ifndef FV_GQA_WG_MINB
-#define FV_GQA_WG_MINB 2
-#endif
+// (ptxas at two CTAs' 128 registers: 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped)
 template <class T>
-__global__ void __launch_bounds__(256, FV_GQA_WG_MINB) verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
+__global__ void __launch_bounds__(256, 2) verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
   VerifyWg<T, false, false, false, 128>::run(p, smem);

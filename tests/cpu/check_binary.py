@@ -13,7 +13,7 @@ Fails (exit 1) when
   66-register build of combine_block_kernel cost GQA 8/1 b1 a second combine wave (+2.4 us on the H200,
   bench/NOTES.md v15). Other architectures are reported, not checked: nothing was measured there (the
   sm_120 build's combine kernels take 74-89 registers, one 512-thread block a multiprocessor: docs/sm120.md);
-- an sm_90 build lacks the Hopper MLA kernel (sm_90a).
+- an sm_90 build lacks the Hopper MLA or GQA kernel (sm_90a).
 Exits 77 (ctest: skipped, shown as such) when no cuobjdump is found: .ci/run installs one.
 """
 import os
@@ -132,6 +132,8 @@ def main():
 
     if "sm_90" in want and not any("verify_wg_kernel" in fn for fn in by_arch.get("sm_90a", {})):
         errors.append("sm_90 build without the Hopper MLA kernel (no sm_90a verify_wg_kernel)")
+    if "sm_90" in want and not any("verify_wg_gqa_kernel" in fn for fn in by_arch.get("sm_90a", {})):
+        errors.append("sm_90 build without the Hopper GQA kernel (no sm_90a verify_wg_gqa_kernel)")
 
     print("architectures %s; %d verify kernels, %d combine kernels checked (%s)"
           % (" ".join(want), checked, combines, cuobjdump))

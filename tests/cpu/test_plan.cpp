@@ -206,6 +206,62 @@ TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
   EXPECT_EQ(plan.m_tiles, 1);
 }
 
+TEST(Plan, GqaD128HopperKernelChoice) {
+  // the Hopper kernel (gqa128_wg_bm64_bn64_s2) takes the 64-row tile's place on an sm_90 device whose library holds
+  // it, for 16-bit pools, with the same plan; never for the 32-row tiles' cases, fp8 pools, the 99 KB profile, other
+  // GPUs, or with FLASHVERIFY_WGMMA=0
+  fv::Plan plan, mma;
+  fv::DeviceProps h200_wg = kH200;
+  h200_wg.wg_kernel = true;
+  fv_problem g = gqa_problem(64, 8, 128, 8, 16);  // GQA 64/8, 8 drafts: 64 rows a KV head
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg128);
+  EXPECT_EQ(plan.ctas_per_sm, 2);
+  ASSERT_EQ(fv::make_plan(g, kH200, &mma), FV_OK);  // a library without it
+  EXPECT_EQ(mma.cfg->id, fv::kGqa128);
+  EXPECT_EQ(plan.m_tiles, mma.m_tiles);
+  EXPECT_EQ(plan.num_parts, mma.num_parts);
+  EXPECT_EQ(plan.total, mma.total);
+  g.max_draft = 32;  // 256 rows: four row tiles
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg128);
+  EXPECT_EQ(plan.m_tiles, 4);
+  g.max_draft = 8;
+  {
+    const fvt::ScopedEnv off("FLASHVERIFY_WGMMA", "0");
+    ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  }
+  g.kv_dtype = FV_DTYPE_FP8_E4M3;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  g.kv_dtype = 0;
+  g.profile = FV_PROFILE_SMALL_SMEM;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  g.profile = FV_PROFILE_AUTO;
+  fv::DeviceProps sm100 = h200_wg;
+  sm100.cc_major = 10;
+  for (const fv::DeviceProps& dev : {sm100, kSm120, kA100}) {
+    ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
+    EXPECT_NE(plan.cfg->id, fv::kGqaWg128);
+  }
+  g.batch_size = 1;  // GQA 8/1, one request: the two 32-row tiles
+  g.num_q_heads = 8;
+  g.num_kv_heads = 1;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
+  g.num_q_heads = 32;  // GQA 32/8: 32 rows a KV head, the 32-row tile
+  g.num_kv_heads = 8;
+  g.batch_size = 16;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32S3);
+  g.num_q_heads = 64;  // GQA 64/8 at batch 1: 64 rows on each of eight KV heads
+  g.batch_size = 1;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg128);
+}
+
 TEST(Plan, Fp8ThirtyTwoRowTilesTakeTheNarrowKernelAtSmallBatches) {
   // fp8 pools on the 32-row d128 tiles: 64-key compact steps (verify_kernel_narrow) up to kFp8NarrowMaxBatch
   // requests, wide steps above (bench/NOTES.md v19); FLASHVERIFY_FP8_WIDE=0 / 1 forces either; nothing else changes
