@@ -540,7 +540,15 @@ int cmd_bench(const Options& o) {
       CaseSpec small = bc.spec;
       small.draft.resize(1);
       small.prefix.assign(1, std::min(2048, bc.spec.prefix[0]));
-      while (double(small.max_draft) * small.hq * 2100 * 1088 * 2 > 4e9 && small.hq > 1) small.hq /= 2;
+      // fewer heads while the oracle's work is too large: a GQA problem first loses KV heads with their groups (its
+      // q heads must stay a multiple of its KV heads: gqa32/8 n1024 once went to 1 q head on 8 KV heads, and the
+      // oracle divided by a group of 0), then q heads
+      auto work = [&] { return double(small.max_draft) * small.hq * 2100 * (small.dqk + small.dv) * 2; };
+      while (work() > 4e9 && small.hkv > 1 && small.hkv % 2 == 0) {
+        small.hq /= 2;
+        small.hkv /= 2;
+      }
+      while (work() > 4e9 && small.hkv == 1 && small.hq > 1) small.hq /= 2;
       const HostProblem sp = fvt::make_problem(small);
       fvt::Reference ref;
       fvt::run_oracle(sp, &ref);
