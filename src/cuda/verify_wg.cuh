@@ -17,6 +17,9 @@
 //    the P tile and the rescale factors for warpgroup 1, and signals it with a named barrier.
 //  - O (64 x 512 fp32) is split by columns: warpgroup 0 holds columns 0..255 (P from registers), warpgroup 1
 //    columns 256..511 (P from the P tile), 128 accumulators a thread each.
+//  - GQA d128 (HD 128): the plan of the 64-row mma.sync tile (kGqa128) and one KV head a CTA; Q, and a stage's K
+//    and V rows, 2 SW128 tiles each (16 KB; a stage 32 KB, ~90 KB in all: two CTAs a multiprocessor); S in 8
+//    wgmmas; O (64 x 128) 64 columns a warpgroup, 32 accumulators a thread.
 // Step order: wait for the step's copies, barrier W (every warp is done with the previous step's P and
 // stage), refill the other stage (WG 1; 16-bit pools: WG 0 once its S wgmmas are issued), S and softmax (WG 0) /
 // wait for P (WG 1), P V (both). Epilogue: each thread's two rows, normalised, into the output, or (a split
@@ -112,7 +115,7 @@ struct VerifyWg {
   static constexpr uint32_t SMEM = OFF_STATS + 4 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
   static_assert(BM * EPI_ROW <= OFF_P, "the staged partial rows fit Q's and the stages' space");
   static_assert(V::BM == BM && V::BN == BN && V::DQK == DQK && V::DV == DV && V::THREADS == COMPUTE,
-                "the mma.sync MLA tile's geometry (its row fetch is reused)");
+                "the mma.sync tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
   static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
   static_assert(SMEM <= kTileConfigs[MLA ? kMlaWg : kGqaWg128].smem_bytes() + 1024,
@@ -163,8 +166,8 @@ struct VerifyWg {
     }
   }
 
-  // Q rows (the compute warps load them): thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (18 of the
-  // row's 72) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait)
+  // Q rows (the compute warps load them): thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (MLA: 18 of
+  // the row's 72; GQA: 4 of 16) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait)
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, int hk = 0) {
     const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
     int bytes;
@@ -408,7 +411,7 @@ struct VerifyWg {
     for (int nb = 0; nb < NB; ++nb) wg::fence_operands(o[nb]);
   }
 
-  // A warpgroup's P V: O (its 4 column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
+  // A warpgroup's P V: O (its NB column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
   // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next)
   template <class Mma>
   __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[NB][32],
@@ -619,7 +622,7 @@ struct VerifyWg {
         wg::fence_proxy_async();  // P, for warpgroup 1's operand reads
         named_arrive(BAR_P);      // P and the rescale factors are in shared memory
 
-        // ---- O[:, 0:256] = O * alpha + P V (P from registers)
+        // ---- O[:, 0:DV/2] = O * alpha + P V (P from registers)
         pv(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
           wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(k_base + (VT0 + nb) * TILE + 2048 * kk, TILE, 1024));
         });
@@ -627,7 +630,7 @@ struct VerifyWg {
           if (step + 2 < s.k_end) named_arrive<EMPTY_THREADS>(BAR_EMPTY + (it & 1));  // the producers refill the stage
       } else {
         named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
-        // ---- O[:, 256:512] = O * alpha + P V (P from the P tile)
+        // ---- O[:, DV/2:DV] = O * alpha + P V (P from the P tile)
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
           wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
                                      wg::desc_sw128(k_base + (VT0 + NB + nb) * TILE + 2048 * kk, TILE, 1024));
