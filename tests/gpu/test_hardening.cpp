@@ -941,4 +941,92 @@ TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
   }
 }
 
+// The Hopper GQA d128 kernel (gqa128_wg_bm64_bn64_s2; the planner takes it on sm_90 for GQA d128 with more than 32
+// rows a KV head) against the oracle on what the random set meets rarely: partitions that span several requests,
+// sixteen requests in a page table, several row tiles a KV head, key steps made only of draft keys, padded and empty
+// prefixes, an fp32 output with sinks (split and not), an fp16 model with a parent array. And which kernel ran: each
+// case also runs the 64-row mma.sync tile of the same plan (gqa128_bm64_bn64_s2); where the Hopper kernel serves (an
+// sm_90 device whose library holds it; 16-bit pools without score modifiers) the two round differently, and where the
+// dispatcher keeps the mma.sync tile (a logit cap, k_scale, fp8 pools) their outputs are bit-identical.
+TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
+  REQUIRE_GPU();
+  const bool hopper = hopper_mla_kernel_here();  // (the same condition: an sm_90 device, a library built for sm_90)
+  const uint64_t seed = fvt::session_seed() + 211;
+  auto check = [&](const CaseSpec& s, bool wg_expected, const char* label) {
+    const HostProblem hp = fvt::make_problem(s);
+    std::vector<uint8_t> raw[2];
+    for (int wg : {1, 0}) {
+      const ScopedEnv forced("FLASHVERIFY_CONFIG", wg ? "gqa128_wg_bm64_bn64_s2" : "gqa128_bm64_bn64_s2");
+      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, label));
+      const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
+      ASSERT_EQ(r.status, FV_OK) << label << ": " << r.error;
+      raw[wg] = r.raw_out;
+    }
+    if (hopper)
+      EXPECT_EQ(raw[1] != raw[0], wg_expected)
+          << label << (wg_expected ? ": the Hopper kernel did not run" : ": the Hopper kernel ran where it should not");
+  };
+  CaseSpec multi = base_case(false, seed);
+  multi.hq = 8;
+  multi.hkv = 1;
+  multi.draft = {8, 4, 8, 1, 8, 6};
+  multi.prefix = {90, 17, 200, 0, 64, 128};
+  multi.num_kv_splits = 2;  // each partition holds steps of several requests
+  check(multi, true, "hopper gqa multi-segment");
+
+  CaseSpec many = base_case(false, seed + 1);
+  many.hq = 32;
+  many.hkv = 4;
+  many.draft = {8, 1, 3, 5, 2, 8, 4, 1, 6, 7, 2, 3, 8, 1, 5, 4};
+  many.prefix = {70, 0, 1, 130, 64, 9, 300, 65, -1, 41, 128, 2, 77, 190, 63, 33};
+  many.addressing = FV_KV_PAGE_TABLE;
+  many.page_size = 4;
+  many.num_kv_splits = 3;
+  check(many, true, "hopper gqa sixteen requests, 3 partitions, page table");
+
+  CaseSpec tiles = base_case(false, seed + 2);
+  tiles.hq = 16;
+  tiles.hkv = 2;
+  tiles.max_draft = 40;  // 320 rows a KV head: five row tiles
+  tiles.draft = {40, 13, 27};
+  tiles.prefix = {500, 64, 1};
+  tiles.tree = fvt::Tree::Chain;
+  tiles.addressing = FV_KV_PAGE_TABLE;
+  tiles.page_size = 16;
+  check(tiles, true, "hopper gqa five row tiles, chain, page table");
+
+  CaseSpec drafts = base_case(false, seed + 3);
+  drafts.hq = 2;
+  drafts.hkv = 2;
+  drafts.max_draft = 160;
+  drafts.draft = {160, 70};
+  drafts.prefix = {130, 64};
+  check(drafts, true, "hopper gqa draft-only steps");
+
+  CaseSpec out32 = base_case(false, seed + 4);
+  out32.out_dtype = FV_DTYPE_FP32;
+  out32.sinks = true;
+  for (int splits : {1, 0}) {
+    out32.num_kv_splits = splits;
+    check(out32, true, splits == 1 ? "hopper gqa fp32 out, sinks, 1 split" : "hopper gqa fp32 out, sinks");
+  }
+
+  CaseSpec f16 = base_case(false, seed + 5);
+  f16.dtype = FV_DTYPE_FP16;
+  f16.mask_kind = FV_MASK_PARENTS;
+  check(f16, true, "hopper gqa fp16, parents");
+
+  CaseSpec capped = base_case(false, seed + 6);
+  capped.logit_cap = 30.f;
+  check(capped, false, "gqa logit cap (the mma.sync tile)");
+  CaseSpec scaled = base_case(false, seed + 7);
+  scaled.k_scale = 0.5f;
+  check(scaled, false, "gqa k_scale (the mma.sync tile)");
+  CaseSpec fp8 = base_case(false, seed + 8);
+  fp8.kv_fp8 = true;
+  fp8.k_scale = 0.5f;
+  fp8.v_scale = 2.f;
+  check(fp8, false, "gqa fp8 pools (the mma.sync tile)");
+}
+
 }  // namespace
