@@ -947,11 +947,15 @@ TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
 // prefixes, an fp32 output with sinks (split and not), an fp16 model with a parent array. And which kernel ran: each
 // case also runs the 64-row mma.sync tile of the same plan (gqa128_bm64_bn64_s2); where the Hopper kernel serves (an
 // sm_90 device whose library holds it; 16-bit pools without score modifiers) the two round differently, and where the
-// dispatcher keeps the mma.sync tile (a logit cap, k_scale, fp8 pools) their outputs are bit-identical.
+// dispatcher keeps the mma.sync tile (a logit cap, k_scale, fp8 pools) their outputs are bit-identical. The two
+// kernels accumulate in the same k16 order, so most elements round alike: on the H200 the six-request case's output
+// was bit-identical in both (call 8 of v28) while the larger ones differed; so the Hopper kernel must differ in at
+// least one case it serves, not in each.
 TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   REQUIRE_GPU();
   const bool hopper = hopper_mla_kernel_here();  // (the same condition: an sm_90 device, a library built for sm_90)
   const uint64_t seed = fvt::session_seed() + 211;
+  int served = 0, differed = 0;
   auto check = [&](const CaseSpec& s, bool wg_expected, const char* label) {
     const HostProblem hp = fvt::make_problem(s);
     std::vector<uint8_t> raw[2];
@@ -962,9 +966,12 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
       ASSERT_EQ(r.status, FV_OK) << label << ": " << r.error;
       raw[wg] = r.raw_out;
     }
-    if (hopper)
-      EXPECT_EQ(raw[1] != raw[0], wg_expected)
-          << label << (wg_expected ? ": the Hopper kernel did not run" : ": the Hopper kernel ran where it should not");
+    if (wg_expected) {
+      ++served;
+      differed += raw[1] != raw[0];
+    } else if (hopper) {
+      EXPECT_TRUE(raw[1] == raw[0]) << label << ": the Hopper kernel ran where the dispatcher keeps the mma.sync tile";
+    }
   };
   CaseSpec multi = base_case(false, seed);
   multi.hq = 8;
@@ -1027,6 +1034,8 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   fp8.k_scale = 0.5f;
   fp8.v_scale = 2.f;
   check(fp8, false, "gqa fp8 pools (the mma.sync tile)");
+  if (hopper) EXPECT_GT(differed, 0) << "the Hopper kernel's output equals the mma.sync tile's in all " << served
+                                     << " cases it serves: it did not run";
 }
 
 }  // namespace
