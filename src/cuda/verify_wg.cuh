@@ -171,7 +171,7 @@ struct VerifyWg {
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, int hk = 0) {
     const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
     int bytes;
-    const T* src = V::q_row_src(p, s, m_tile, MLA ? 0 : hk, row, bytes);
+    const T* src = V::q_row_src(p, s, m_tile, hk, row, bytes);
 #pragma unroll
     for (int c = 0; c < DQK / 8 / 4; ++c) {
       const int cc = c0 + 4 * c;
@@ -392,6 +392,13 @@ struct VerifyWg {
       }
     }
     __syncthreads();  // (the compute warps' epilogue barrier)
+  }
+
+  // request row r of the tile's KV head hk: draft token i (returned through i) and its q head (run passes hk 0 for MLA,
+  // whose one KV head serves every q head)
+  __device__ __forceinline__ static int row_head(const VerifyParams& p, int r, int hk, int& i) {
+    i = r / p.group;
+    return hk * p.group + r - i * p.group;
   }
 
   __device__ static void rescale(float (&o)[NB][32], float a0, float a1) {
@@ -665,7 +672,8 @@ struct VerifyWg {
       if (r >= s.rows) continue;
       float l = l_fin[row];
       float m = m_fin[row];
-      const int i = r / p.group, hq = (MLA ? 0 : hk * p.group) + r - i * p.group;  // (MLA: one KV head)
+      int i;
+      const int hq = row_head(p, r, hk, i);
       float inv = l > 0.f ? 1.f / l : 0.f;
       // a sink joins the denominator once: here when the request is not split, else in the combine
       if (final_out && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[hq] * kLog2e, m, l, inv);
@@ -713,7 +721,8 @@ struct VerifyWg {
       named_sync(BAR_EPI);
       const int r = m_tile * BM + int(threadIdx.x);
       if (threadIdx.x < BM && r < s.rows) {
-        const int i = r / p.group, hq = (MLA ? 0 : hk * p.group) + r - i * p.group;
+        int i;
+        const int hq = row_head(p, r, hk, i);
         float* dst = p.part_o + part_row(p, slot0 + split, i, hq) * DV;
         asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
                      "r"(base + OFF_Q + threadIdx.x * EPI_ROW), "n"(DV * 4) : "memory");
@@ -728,7 +737,7 @@ struct VerifyWg {
   __device__ static void run(const VerifyParams& p, uint8_t* smem_raw) {
     uint8_t* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // SW128 tiles: 1024-aligned
     auto compute = [&](const Seg& s, int m_tile, int hk, int split, int num_splits, int slot0) {
-      run_segment(p, s, m_tile, split, num_splits, slot0, smem, MLA ? 0 : hk);
+      run_segment(p, s, m_tile, split, num_splits, slot0, smem, MLA ? 0 : hk);  // (MLA: hk a constant 0 below)
     };
     if constexpr (PROD) {
       // the two warpgroup roles walk the plan in two places: one inline plan buffer for both
