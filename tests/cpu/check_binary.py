@@ -130,10 +130,9 @@ def main():
         if a in by_arch:
             print("%s: combine kernels at most %d registers%s" % (a, most, "" if a == "sm_90" else " (not checked)"))
 
-    if "sm_90" in want and not any("verify_wg_kernel" in fn for fn in by_arch.get("sm_90a", {})):
-        errors.append("sm_90 build without the Hopper MLA kernel (no sm_90a verify_wg_kernel)")
-    if "sm_90" in want and not any("verify_wg_gqa_kernel" in fn for fn in by_arch.get("sm_90a", {})):
-        errors.append("sm_90 build without the Hopper GQA kernel (no sm_90a verify_wg_gqa_kernel)")
+    for kernel, what in (("verify_wg_kernel", "MLA"), ("verify_wg_gqa_kernel", "GQA")):
+        if "sm_90" in want and not any(kernel in fn for fn in by_arch.get("sm_90a", {})):
+            errors.append("sm_90 build without the Hopper %s kernel (no sm_90a %s)" % (what, kernel))
 
     print("architectures %s; %d verify kernels, %d combine kernels checked (%s)"
           % (" ".join(want), checked, combines, cuobjdump))
