@@ -50,7 +50,8 @@ enum ConfigId {
   kMlaWg = 8,
   kGqa256Bn32 = 9,
   kGqaWg128 = 10,
-  kNumConfigs = 11
+  kGqaWg128S5 = 11,
+  kNumConfigs = 12
 };
 
 // Why these shapes (bench/NOTES.md has the arithmetic):
@@ -97,6 +98,9 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // modifiers, anything else takes the 64-row mma.sync tile of the same geometry, kGqa128): ~90 KB, two CTAs a
     // multiprocessor
     {kGqaWg128, "gqa128_wg_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, true, 2, 2},
+    // the same kernel with 5 stages (~186 KB, one CTA a multiprocessor): four steps of K / V in flight a CTA, so that a
+    // batch-1 partition (~4 steps) is issued whole by the prologue
+    {kGqaWg128S5, "gqa128_wg_bm64_bn64_s5", 64, 64, 128, 128, 4, 2, 4, 2, 5, false, 1, true, 2, 2},
 };
 
 // The configurations with a second fp8 kernel (verify_kernel_narrow: 64-key compact steps, for small batches; the
@@ -117,5 +121,6 @@ static_assert(2 * (kTileConfigs[kGqa128Bm32S3].smem_bytes() + 1024 + 384) <= 233
 static_assert(kTileConfigs[kGqa256Bn32].smem_bytes() > kSmallSmemLimit, "large_smem is right for it");
 static_assert(2 * (kTileConfigs[kGqaWg128].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 static_assert(2 * (kTileConfigs[kGqa256Bn32].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
+static_assert(kTileConfigs[kGqaWg128S5].smem_bytes() + 1024 + 512 <= 232448, "fits an sm_90 block");
 
 }  // namespace fv

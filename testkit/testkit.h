@@ -42,6 +42,7 @@ inline constexpr ConfigLayout kConfigLayouts[] = {
     {"mla576_wg_bm64_bn64_s2", true, 576, 16, 1},  // sm_90 only (elsewhere the forced name is ignored)
     {"gqa256_bm64_bn32_s2", false, 256, 8, 2},     // sm_90 / sm_100 only (the same)
     {"gqa128_wg_bm64_bn64_s2", false, 128, 16, 2}, // sm_90 only (the same)
+    {"gqa128_wg_bm64_bn64_s5", false, 128, 8, 1},  // sm_90 only (the same)
 };
 
 struct CaseSpec {

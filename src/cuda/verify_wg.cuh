@@ -74,11 +74,16 @@ namespace fv {
 // bytes (stores / loads), mostly outside the step loop (this one spilled 184 / 228 before the two-part release).
 // HD: the head dim, 576 (MLA: V is the first 512 columns of the K rows, one KV head) or 128 (GQA: separate V rows, one
 // KV head a CTA: blockIdx.z; 16-bit pools without modifiers only: verify_wg_gqa_kernel below).
-template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576>
+// ST: the stages (2; GQA d128 also 5: one CTA a multiprocessor with four steps of K / V in flight, for batch 1, where
+// a partition holds ~4 steps and the prologue issues them all). Stage it % ST holds step k_begin + it; the prologue
+// issues ST - 1 steps (one cp.async group each, Q in the first), every step the next one into the stage the previous
+// step held and waits for its own group with ST - 2 younger ones in flight.
+template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2>
 struct VerifyWg {
   static constexpr bool MLA = HD == 576;
   static_assert(MLA || HD == 128, "MLA 576 / 512 or GQA d128");
   static_assert(MLA || !KV8, "GQA: 16-bit pools only");
+  static_assert(ST == 2 || (!MLA && !KV8), "more than 2 stages: the GQA kernel only");
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
   static_assert(!F16 || (PROD && std::is_same<T, __nv_bfloat16>::value), "F16: the bf16 models' producer kernel");
   using M = std::conditional_t<F16, __half, T>;  // the products' operand type
@@ -110,7 +115,7 @@ struct VerifyWg {
   static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
   static constexpr uint32_t QOPER = KT * TILE;           // Q
   static constexpr uint32_t OPER = (KT + VT) * TILE;     // one stage: K rows (GQA: and V rows)
-  static constexpr uint32_t OFF_Q = 0, OFF_K = QOPER, OFF_P = OFF_K + 2 * OPER, OFF_STATS = OFF_P + TILE;
+  static constexpr uint32_t OFF_Q = 0, OFF_K = QOPER, OFF_P = OFF_K + ST * OPER, OFF_STATS = OFF_P + TILE;
   // statistics: rescale factors, row sums, row maxima, (F16) Q's row factors 2^-e
   static constexpr uint32_t SMEM = OFF_STATS + 4 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
   static_assert(BM * EPI_ROW <= OFF_P, "the staged partial rows fit Q's and the stages' space");
@@ -118,7 +123,9 @@ struct VerifyWg {
                 "the mma.sync tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
   static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
-  static_assert(SMEM <= kTileConfigs[MLA ? kMlaWg : kGqaWg128].smem_bytes() + 1024,
+  static constexpr int CFG = MLA ? kMlaWg : ST == 2 ? kGqaWg128 : kGqaWg128S5;
+  static_assert(kTileConfigs[CFG].stages == ST, "the planner's configuration has these stages");
+  static_assert(SMEM <= kTileConfigs[CFG].smem_bytes() + 1024,
                 "the planner's figure (tile_config.h) covers it");
 
   // Key rows of `step` into a stage: thread (r0 = tid / 8, c0 = tid % 8) copies chunks 8 c + c0 (c < KT) of
@@ -454,13 +461,25 @@ struct VerifyWg {
     RowIdx ri;
     if constexpr (PROD) {
       cp_async_commit();  // Q (the producers copy the rows)
-    } else {
+    } else if constexpr (ST == 2) {
       if (s.k_begin < s.k_end) {
         V::fetch_rows(p, s, s.k_begin, ri);
         issue_rows(p, s, s.k_begin, ri, base + OFF_K, hk);
       }
       cp_async_commit();
       if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
+    } else {
+      // the first ST - 1 steps' slot indices (independent loads), then their rows, one group a step
+      RowIdx first[ST - 1];
+#pragma unroll
+      for (int j = 0; j < ST - 1; ++j)
+        if (s.k_begin + j < s.k_end) V::fetch_rows(p, s, s.k_begin + j, first[j]);
+#pragma unroll
+      for (int j = 0; j < ST - 1; ++j) {
+        if (s.k_begin + j < s.k_end) issue_rows(p, s, s.k_begin + j, first[j], base + OFF_K + j * OPER, hk);
+        cp_async_commit();
+      }
+      if (s.k_begin + ST - 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + ST - 1, ri);
     }
 #if defined(FV_TRACE_PROD)
     diag_time(p, 2, 0, 0);
@@ -505,7 +524,7 @@ struct VerifyWg {
 #pragma unroll
             for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
       } else {
-        cp_async_wait<0>();
+        cp_async_wait<ST - 2>();  // this step's group (ST - 2 younger ones may be in flight)
         // KV8: a segment's first step widens here; the others were widened during the previous step's P V
         if constexpr (KV8)
           if (!kWidenEarly || it == 0) widen_rows(s, step, smem + OFF_K + (it & 1) * OPER);
@@ -517,11 +536,12 @@ struct VerifyWg {
 #else
       if (it < 10) FV_TRACE(V::trace_block(), 3 + it);
 #endif
-      // (!PROD) this thread's rows of the next step into the other stage, which every warp is done with (W)
+      // (!PROD) this thread's rows of step + ST - 1 into the stage of the previous step, which every warp is done
+      // with (W)
       auto copy_next = [&]() {
         if constexpr (!PROD) {
-          const int next = step + 1;
-          if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((it + 1) & 1) * OPER, hk);
+          const int next = step + ST - 1;
+          if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
           cp_async_commit();
           if (next + 1 < s.k_end) V::fetch_rows(p, s, next + 1, ri);
         }
@@ -532,7 +552,7 @@ struct VerifyWg {
       // 167.4 vs 177.2, N=8 b1 38.9 vs 39.2. The fp8 kernel widens its copies during P V (widen_next): copies first.
       constexpr bool kCopyAfterS = !KV8;
       if (!kCopyAfterS || wgi == 1) copy_next();
-      const uint32_t k_base = base + OFF_K + (it & 1) * OPER;
+      const uint32_t k_base = base + OFF_K + (unsigned(it) % ST) * OPER;
 
       if (wgi == 0) {
         // ---- S = Q K^T
@@ -779,24 +799,25 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 
 // GQA d128 (16-bit pools, no score modifiers): the same kernel with K and V rows of one KV head a CTA (blockIdx.z);
 // about 90 KB of shared memory, two CTAs a multiprocessor
-// (ptxas at two CTAs' 128 registers: 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped)
-template <class T>
-__global__ void __launch_bounds__(256, 2) verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
+// (ptxas at two CTAs' 128 registers: 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped).
+// ST 5 (kGqaWg128S5): ~186 KB, one CTA a multiprocessor, no register cap that spills
+template <class T, int ST>
+__global__ void __launch_bounds__(256, ST == 2 ? 2 : 1) verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T, false, false, false, 128>::run(p, smem);
+  VerifyWg<T, false, false, false, 128, ST>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
 }
 
-template <class T>
+template <class T, int ST>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
-  using W = VerifyWg<T, false, false, false, 128>;
-  cudaError_t err = cudaFuncSetAttribute(verify_wg_gqa_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  using W = VerifyWg<T, false, false, false, 128, ST>;
+  cudaError_t err = cudaFuncSetAttribute(verify_wg_gqa_kernel<T, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(W::SMEM));
   if (err != cudaSuccess) return err;
-  verify_wg_gqa_kernel<T><<<grid, W::THREADS, W::SMEM, stream>>>(p);
+  verify_wg_gqa_kernel<T, ST><<<grid, W::THREADS, W::SMEM, stream>>>(p);
   return cudaGetLastError();
 }
 

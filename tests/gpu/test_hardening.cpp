@@ -950,27 +950,35 @@ TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
 // dispatcher keeps the mma.sync tile (a logit cap, k_scale, fp8 pools) their outputs are bit-identical. The two
 // kernels accumulate in the same k16 order, so most elements round alike: on the H200 the six-request case's output
 // was bit-identical in both (call 8 of v28) while the larger ones differed; so the Hopper kernel must differ in at
-// least one case it serves, not in each.
+// least one case it serves, not in each. The 5-stage kernel (gqa128_wg_bm64_bn64_s5: the same arithmetic, one CTA a
+// multiprocessor) runs every case as well; where the split count is given (the plan is then the same as the 2-stage
+// kernel's) its output must be bit-identical to the 2-stage kernel's, or to the mma.sync tile's where that serves.
 TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   REQUIRE_GPU();
   const bool hopper = hopper_mla_kernel_here();  // (the same condition: an sm_90 device, a library built for sm_90)
   const uint64_t seed = fvt::session_seed() + 211;
-  int served = 0, differed = 0;
+  int served = 0, differed = 0, same_plan = 0;
   auto check = [&](const CaseSpec& s, bool wg_expected, const char* label) {
     const HostProblem hp = fvt::make_problem(s);
-    std::vector<uint8_t> raw[2];
-    for (int wg : {1, 0}) {
-      const ScopedEnv forced("FLASHVERIFY_CONFIG", wg ? "gqa128_wg_bm64_bn64_s2" : "gqa128_bm64_bn64_s2");
-      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, label));
+    std::vector<uint8_t> raw[3];  // the mma.sync tile, the Hopper kernel with 2 stages, with 5
+    const char* configs[3] = {"gqa128_bm64_bn64_s2", "gqa128_wg_bm64_bn64_s2", "gqa128_wg_bm64_bn64_s5"};
+    for (int k = 0; k < 3; ++k) {
+      const ScopedEnv forced("FLASHVERIFY_CONFIG", configs[k]);
+      const std::string what = std::string(label) + " [" + configs[k] + "]";
+      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, what.c_str()));
       const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
-      ASSERT_EQ(r.status, FV_OK) << label << ": " << r.error;
-      raw[wg] = r.raw_out;
+      ASSERT_EQ(r.status, FV_OK) << what << ": " << r.error;
+      raw[k] = r.raw_out;
     }
     if (wg_expected) {
       ++served;
       differed += raw[1] != raw[0];
     } else if (hopper) {
       EXPECT_TRUE(raw[1] == raw[0]) << label << ": the Hopper kernel ran where the dispatcher keeps the mma.sync tile";
+    }
+    if (hopper && s.num_kv_splits > 0) {
+      ++same_plan;
+      EXPECT_TRUE(raw[2] == raw[1]) << label << ": the 5-stage kernel's output differs from the 2-stage kernel's";
     }
   };
   CaseSpec multi = base_case(false, seed);
@@ -1023,19 +1031,34 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   f16.mask_kind = FV_MASK_PARENTS;
   check(f16, true, "hopper gqa fp16, parents");
 
+  // (a given split count: the 5-stage kernel's plan is then the 2-stage kernel's, and its fallback must match too)
   CaseSpec capped = base_case(false, seed + 6);
   capped.logit_cap = 30.f;
+  capped.num_kv_splits = 5;
   check(capped, false, "gqa logit cap (the mma.sync tile)");
   CaseSpec scaled = base_case(false, seed + 7);
   scaled.k_scale = 0.5f;
+  scaled.num_kv_splits = 2;
   check(scaled, false, "gqa k_scale (the mma.sync tile)");
   CaseSpec fp8 = base_case(false, seed + 8);
   fp8.kv_fp8 = true;
   fp8.k_scale = 0.5f;
   fp8.v_scale = 2.f;
+  fp8.num_kv_splits = 3;
   check(fp8, false, "gqa fp8 pools (the mma.sync tile)");
+  // batch 1 of one KV head (the 5-stage kernel's use): long partitions, short ones (fewer steps than stages)
+  CaseSpec b1 = base_case(false, seed + 9);
+  b1.hq = 8;
+  b1.hkv = 1;
+  b1.draft = {8};
+  b1.prefix = {4000};
+  for (int splits : {3, 40, 0}) {
+    b1.num_kv_splits = splits;
+    check(b1, true, splits == 3 ? "hopper gqa b1, 3 splits" : splits == 40 ? "hopper gqa b1, 40 splits" : "hopper gqa b1");
+  }
   if (hopper) EXPECT_GT(differed, 0) << "the Hopper kernel's output equals the mma.sync tile's in all " << served
                                      << " cases it serves: it did not run";
+  if (hopper) EXPECT_GE(same_plan, 6) << "cases with a given split count";
 }
 
 }  // namespace
