@@ -51,7 +51,9 @@ enum ConfigId {
   kGqa256Bn32 = 9,
   kGqaWg128 = 10,
   kGqaWg128S5 = 11,
-  kNumConfigs = 12
+  kGqa256Bn64 = 12,
+  kGqaWg256 = 13,
+  kNumConfigs = 14
 };
 
 // Why these shapes (bench/NOTES.md has the arithmetic):
@@ -101,6 +103,10 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // the same kernel with 5 stages (~186 KB, one CTA a multiprocessor): four steps of K / V in flight a CTA, so that a
     // batch-1 partition (~4 steps) is issued whole by the prologue
     {kGqaWg128S5, "gqa128_wg_bm64_bn64_s5", 64, 64, 128, 128, 4, 2, 4, 2, 5, false, 1, true, 2, 2},
+    // GQA d256 with 64-key steps (~170 KB, one CTA a multiprocessor): the Hopper kernel (verify_wg.cuh with HD 256;
+    // 16-bit pools without score modifiers) and the mma.sync tile of the same plan, which serves the rest
+    {kGqa256Bn64, "gqa256_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 1, 2},
+    {kGqaWg256, "gqa256_wg_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 1, 2},
 };
 
 // The configurations with a second fp8 kernel (verify_kernel_narrow: 64-key compact steps, for small batches; the
@@ -122,5 +128,7 @@ static_assert(kTileConfigs[kGqa256Bn32].smem_bytes() > kSmallSmemLimit, "large_s
 static_assert(2 * (kTileConfigs[kGqaWg128].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 static_assert(2 * (kTileConfigs[kGqa256Bn32].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 static_assert(kTileConfigs[kGqaWg128S5].smem_bytes() + 1024 + 512 <= 232448, "fits an sm_90 block");
+static_assert(kTileConfigs[kGqaWg256].smem_bytes() + 1024 + 512 <= 232448, "fits an sm_90 block");
+static_assert(kTileConfigs[kGqa256Bn64].smem_bytes() == kTileConfigs[kGqaWg256].smem_bytes(), "one plan");
 
 }  // namespace fv

@@ -30,7 +30,7 @@ cudaError_t launch_verify_narrow(const VerifyParams& p, dim3 grid, cudaStream_t 
 // the Hopper MLA kernel (verify_wg.cuh; src/cuda/wg/verify_mla_wg.cu, sm_90a code)
 template <class T, bool KV8>
 cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaStream_t stream);
-template <class T, int ST>
+template <class T, int HD, int ST>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #endif
 
@@ -115,9 +115,16 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
       // 64-row mma.sync tile, whose geometry (and so the plan) is the same
 #if defined(FV_HAVE_WG_KERNEL)
       if constexpr (!MODS && !KV8)
-        return cfg == kGqaWg128 ? launch_verify_wg_gqa<T, 2>(p, grid, s) : launch_verify_wg_gqa<T, 5>(p, grid, s);
+        return cfg == kGqaWg128 ? launch_verify_wg_gqa<T, 128, 2>(p, grid, s) : launch_verify_wg_gqa<T, 128, 5>(p, grid, s);
 #endif
       return launch_verify<kGqa128, T, MODS, KV8>(p, grid, s);
+    case kGqa256Bn64: return launch_verify<kGqa256Bn64, T, MODS, KV8>(p, grid, s);
+    case kGqaWg256:
+      // the Hopper kernel for GQA d256, with the 64-key d256 mma.sync tile of the same plan for the rest
+#if defined(FV_HAVE_WG_KERNEL)
+      if constexpr (!MODS && !KV8) return launch_verify_wg_gqa<T, 256, 2>(p, grid, s);
+#endif
+      return launch_verify<kGqa256Bn64, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -81,14 +81,14 @@ namespace fv {
 template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2>
 struct VerifyWg {
   static constexpr bool MLA = HD == 576;
-  static_assert(MLA || HD == 128, "MLA 576 / 512 or GQA d128");
+  static_assert(MLA || HD == 128 || HD == 256, "MLA 576 / 512 or GQA d128 / d256");
   static_assert(MLA || !KV8, "GQA: 16-bit pools only");
-  static_assert(ST == 2 || (!MLA && !KV8), "more than 2 stages: the GQA kernel only");
+  static_assert(ST == 2 || (HD == 128 && !KV8), "more than 2 stages: the GQA d128 kernel only");
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
   static_assert(!F16 || (PROD && std::is_same<T, __nv_bfloat16>::value), "F16: the bf16 models' producer kernel");
   using M = std::conditional_t<F16, __half, T>;  // the products' operand type
   // its segment type, row-index fetch, Q rows and tree test (the mma.sync tile of the same geometry)
-  using V = Verify<MLA ? kMlaLarge : kGqa128, T, false, false>;
+  using V = Verify<MLA ? kMlaLarge : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
   static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
@@ -123,7 +123,7 @@ struct VerifyWg {
                 "the mma.sync tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
   static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
-  static constexpr int CFG = MLA ? kMlaWg : ST == 2 ? kGqaWg128 : kGqaWg128S5;
+  static constexpr int CFG = MLA ? kMlaWg : HD == 256 ? kGqaWg256 : ST == 2 ? kGqaWg128 : kGqaWg128S5;
   static_assert(kTileConfigs[CFG].stages == ST, "the planner's configuration has these stages");
   static_assert(SMEM <= kTileConfigs[CFG].smem_bytes() + 1024,
                 "the planner's figure (tile_config.h) covers it");
@@ -801,23 +801,25 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 // about 90 KB of shared memory, two CTAs a multiprocessor
 // (ptxas at two CTAs' 128 registers: 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped).
 // ST 5 (kGqaWg128S5): ~186 KB, one CTA a multiprocessor, no register cap that spills
-template <class T, int ST>
-__global__ void __launch_bounds__(256, ST == 2 ? 2 : 1) verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
+// HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB: one CTA a multiprocessor
+template <class T, int HD, int ST>
+__global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
+    verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T, false, false, false, 128, ST>::run(p, smem);
+  VerifyWg<T, false, false, false, HD, ST>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
 }
 
-template <class T, int ST>
+template <class T, int HD, int ST>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
-  using W = VerifyWg<T, false, false, false, 128, ST>;
-  cudaError_t err = cudaFuncSetAttribute(verify_wg_gqa_kernel<T, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  using W = VerifyWg<T, false, false, false, HD, ST>;
+  cudaError_t err = cudaFuncSetAttribute(verify_wg_gqa_kernel<T, HD, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(W::SMEM));
   if (err != cudaSuccess) return err;
-  verify_wg_gqa_kernel<T, ST><<<grid, W::THREADS, W::SMEM, stream>>>(p);
+  verify_wg_gqa_kernel<T, HD, ST><<<grid, W::THREADS, W::SMEM, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1061,4 +1061,67 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   if (hopper) EXPECT_GE(same_plan, 6) << "cases with a given split count";
 }
 
+// The Hopper GQA d256 kernel (gqa256_wg_bm64_bn64_s2) and its fallback, the 64-key d256 mma.sync tile of the same plan
+// (gqa256_bm64_bn64_s2), against the oracle; where the Hopper kernel serves, the two outputs differ in some case, where
+// the dispatcher keeps the mma.sync tile (a logit cap, fp8 pools) they are bit-identical.
+TEST(HopperGqa, HeadDim256AgainstTheOracleAndWhichKernelRan) {
+  REQUIRE_GPU();
+  const bool hopper = hopper_mla_kernel_here();
+  const uint64_t seed = fvt::session_seed() + 223;
+  int differed = 0;
+  auto check = [&](CaseSpec s, bool wg_expected, const char* label) {
+    s.dqk = s.dv = 256;
+    const HostProblem hp = fvt::make_problem(s);
+    std::vector<uint8_t> raw[2];
+    for (int wg : {1, 0}) {
+      const char* config = wg ? "gqa256_wg_bm64_bn64_s2" : "gqa256_bm64_bn64_s2";
+      const ScopedEnv forced("FLASHVERIFY_CONFIG", config);
+      const std::string what = std::string(label) + " [" + config + "]";
+      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, what.c_str()));
+      const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
+      ASSERT_EQ(r.status, FV_OK) << what << ": " << r.error;
+      raw[wg] = r.raw_out;
+    }
+    if (wg_expected) differed += raw[1] != raw[0];
+    else if (hopper) EXPECT_TRUE(raw[1] == raw[0]) << label << ": the Hopper kernel ran where the mma.sync tile should";
+  };
+  CaseSpec multi = base_case(false, seed);
+  multi.hq = 8;
+  multi.hkv = 1;
+  multi.draft = {8, 4, 8, 1, 8, 6};
+  multi.prefix = {90, 17, 200, 0, 64, 128};
+  multi.num_kv_splits = 2;
+  check(multi, true, "hopper gqa d256 multi-segment");
+  CaseSpec paged = base_case(false, seed + 1);
+  paged.hq = 16;
+  paged.hkv = 2;
+  paged.max_draft = 40;  // 320 rows a KV head: five row tiles
+  paged.draft = {40, 13, 27};
+  paged.prefix = {500, 64, -1};
+  paged.addressing = FV_KV_PAGE_TABLE;
+  paged.page_size = 16;
+  check(paged, true, "hopper gqa d256 five row tiles, page table");
+  CaseSpec out32 = base_case(false, seed + 2);
+  out32.out_dtype = FV_DTYPE_FP32;
+  out32.sinks = true;
+  out32.dtype = FV_DTYPE_FP16;
+  out32.mask_kind = FV_MASK_PARENTS;
+  check(out32, true, "hopper gqa d256 fp16, fp32 out, sinks, parents");
+  CaseSpec b1 = base_case(false, seed + 3);
+  b1.hq = 8;
+  b1.hkv = 1;
+  b1.draft = {8};
+  b1.prefix = {5000};
+  check(b1, true, "hopper gqa d256 b1");
+  CaseSpec capped = base_case(false, seed + 4);
+  capped.logit_cap = 30.f;
+  check(capped, false, "gqa d256 logit cap (the mma.sync tile)");
+  CaseSpec fp8 = base_case(false, seed + 5);
+  fp8.kv_fp8 = true;
+  fp8.k_scale = 0.5f;
+  fp8.v_scale = 2.f;
+  check(fp8, false, "gqa d256 fp8 pools (the mma.sync tile)");
+  if (hopper) EXPECT_GT(differed, 0) << "the Hopper d256 kernel's output equals the mma.sync tile's in every case";
+}
+
 }  // namespace

@@ -1,0 +1,6 @@
+// Generated instantiation (with SGLang's score modifiers): configuration kGqa256Bn64, bf16.
+#include "../verify_launch.cuh"
+
+namespace fv {
+FV_INSTANTIATE_VERIFY(kGqa256Bn64, __nv_bfloat16, true, false)
+}  // namespace fv
