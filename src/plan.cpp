@@ -113,6 +113,16 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
       break;
     }
     case 256:
+      // the Hopper kernel (wgmma, 64-key steps, one ~170 KB CTA a multiprocessor) on an sm_90 device whose library
+      // holds it, for 16-bit pools; the dispatcher takes the 64-key d256 mma.sync tile of the same plan for score
+      // modifiers. H200, graph us, against the 32-key tile (bench/NOTES.md v29): GQA 8/1 N=8 B=16 156.5 vs 251.8,
+      // 16/2 B=16 281.9 vs 474.1, 8/1 b1 27.8 vs 40.2 (the 64-key mma.sync tile: 191.8, 359.1, 29.2).
+      // FLASHVERIFY_WGMMA=0 keeps the tiles below.
+      if (env_on_unless_0("FLASHVERIFY_WGMMA") && p.kv_dtype != FV_DTYPE_FP8_E4M3 && p.profile != FV_PROFILE_SMALL_SMEM &&
+          fits(kTileConfigs[kGqaWg256], props)) {
+        cfg = &kTileConfigs[kGqaWg256];
+        break;
+      }
       // 32-key steps where two 104 KB CTAs fit a multiprocessor and the caller did not ask for the 99 KB
       // configurations
       cfg = &kTileConfigs[fits_two(kTileConfigs[kGqa256Bn32], props, p) ? kGqa256Bn32 : kGqa256];

@@ -107,7 +107,10 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // vs 54.8
     {kGqaWg128S5, "gqa128_wg_bm64_bn64_s5", 64, 64, 128, 128, 4, 2, 4, 2, 5, false, 1, true, 2, 2},
     // GQA d256 with 64-key steps (~170 KB, one CTA a multiprocessor): the Hopper kernel (verify_wg.cuh with HD 256;
-    // 16-bit pools without score modifiers) and the mma.sync tile of the same plan, which serves the rest
+    // 16-bit pools without score modifiers; the planner's d256 tile on sm_90) and the mma.sync tile of the same plan,
+    // which serves the rest (modifiers). H200 (bench/NOTES.md v29, graph us): GQA 8/1 N=8 B=16 156.5 (Hopper) / 191.8
+    // (mma.sync) / 251.8 (the 32-key tile), 16/2 B=16 281.9 / 359.1 / 474.1, 8/1 b1 27.8 / 29.2 / 40.2. The 64-key
+    // mma.sync tile was not measured with fp8 pools, which keep the 32-key tile
     {kGqa256Bn64, "gqa256_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 1, 2},
     {kGqaWg256, "gqa256_wg_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 1, 2},
 };

@@ -5,7 +5,9 @@
 // H200 against the mma.sync tile (bench/NOTES.md v12): MLA Hq16 N8 b1 40.4 vs 52.9 us, N64 B16 ~470 vs 275
 // TFLOP/s. The same kernel with HD 128 (verify_wg_gqa_kernel) is the GQA d128 64-row tile there (16-bit pools
 // without modifiers; the planner keeps the two 32-row tiles for one request on one KV head and the 32-row tiles
-// for groups x drafts <= 32): bench/NOTES.md v28, GQA 8/1 N=8 B=16 95 vs 105 us, N=32 B=16 273 vs 349.
+// for groups x drafts <= 32): bench/NOTES.md v28, GQA 8/1 N=8 B=16 95 vs 105 us, N=32 B=16 273 vs 349. With HD 256 it
+// is the GQA d256 tile there (16-bit pools without modifiers, every batch; one ~170 KB CTA a multiprocessor): bench/
+// NOTES.md v29, GQA 8/1 N=8 B=16 156.5 vs 251.8 us (the 32-key mma.sync tile), b1 27.8 vs 40.2.
 //
 // Same work split, plan, segments, tree mask and partial-state layout as the mma.sync MLA tile (verify.cuh,
 // configuration kMlaLarge: 64 rows x 64 keys a step, 2 stages, 256 threads), different inner products:
@@ -19,7 +21,9 @@
 //    columns 256..511 (P from the P tile), 128 accumulators a thread each.
 //  - GQA d128 (HD 128): the plan of the 64-row mma.sync tile (kGqa128) and one KV head a CTA; Q, and a stage's K
 //    and V rows, 2 SW128 tiles each (16 KB; a stage 32 KB, ~90 KB in all: two CTAs a multiprocessor); S in 8
-//    wgmmas; O (64 x 128) 64 columns a warpgroup, 32 accumulators a thread.
+//    wgmmas; O (64 x 128) 64 columns a warpgroup, 32 accumulators a thread. GQA d256 (HD 256): the plan of the
+//    64-key d256 mma.sync tile (kGqa256Bn64); 4 SW128 tiles each (a stage 64 KB, ~170 KB: one CTA a
+//    multiprocessor); S in 16 wgmmas; O 128 columns a warpgroup, 64 accumulators a thread.
 // Step order: wait for the step's copies, barrier W (every warp is done with the previous step's P and
 // stage), refill the other stage (WG 1; 16-bit pools: WG 0 once its S wgmmas are issued), S and softmax (WG 0) /
 // wait for P (WG 1), P V (both). Epilogue: each thread's two rows, normalised, into the output, or (a split

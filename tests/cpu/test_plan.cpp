@@ -262,6 +262,50 @@ TEST(Plan, GqaD128HopperKernelChoice) {
   EXPECT_EQ(plan.cfg->id, fv::kGqaWg128);
 }
 
+TEST(Plan, GqaD256HopperKernelChoice) {
+  // the Hopper d256 kernel (gqa256_wg_bm64_bn64_s2, one CTA a multiprocessor) on an sm_90 device whose library holds
+  // it, for 16-bit pools at any batch; fp8 pools, the 99 KB profile, other GPUs and FLASHVERIFY_WGMMA=0 keep the
+  // 32-key (two CTAs) or 16-key (99 KB) tiles. Its fallback, the 64-key mma.sync tile, has the same plan
+  fv::Plan plan, mma;
+  fv::DeviceProps h200_wg = kH200;
+  h200_wg.wg_kernel = true;
+  fv_problem g = gqa_problem(8, 1, 256, 8, 16);
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg256);
+  EXPECT_EQ(plan.ctas_per_sm, 1);
+  {
+    const fvt::ScopedEnv forced("FLASHVERIFY_CONFIG", "gqa256_bm64_bn64_s2");
+    ASSERT_EQ(fv::make_plan(g, h200_wg, &mma), FV_OK);
+    EXPECT_EQ(mma.cfg->id, fv::kGqa256Bn64);
+    EXPECT_EQ(plan.num_parts, mma.num_parts);
+    EXPECT_EQ(plan.total, mma.total);
+  }
+  g.batch_size = 1;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg256);
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);  // a library without it
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);
+  {
+    const fvt::ScopedEnv off("FLASHVERIFY_WGMMA", "0");
+    ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);
+  }
+  g.kv_dtype = FV_DTYPE_FP8_E4M3;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);
+  g.kv_dtype = 0;
+  g.profile = FV_PROFILE_SMALL_SMEM;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256);
+  g.profile = FV_PROFILE_AUTO;
+  fv::DeviceProps sm100 = h200_wg;
+  sm100.cc_major = 10;
+  for (const fv::DeviceProps& dev : {sm100, kSm120, kA100}) {
+    ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
+    EXPECT_NE(plan.cfg->id, fv::kGqaWg256);
+  }
+}
+
 TEST(Plan, Fp8ThirtyTwoRowTilesTakeTheNarrowKernelAtSmallBatches) {
   // fp8 pools on the 32-row d128 tiles: 64-key compact steps (verify_kernel_narrow) up to kFp8NarrowMaxBatch
   // requests, wide steps above (bench/NOTES.md v19); FLASHVERIFY_FP8_WIDE=0 / 1 forces either; nothing else changes
