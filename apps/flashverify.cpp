@@ -364,6 +364,15 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa16/2 d256 n8 p32k b16", uniform(false, 16, 2, 256, 8, 32768, 16));
     add("gqa8/1 d256 n8 p32k b16", uniform(false, 8, 1, 256, 8, 32768, 16));
     add("gqa8/1 d256 n8 p32k b1", uniform(false, 8, 1, 256, 8, 32768, 1));
+    // d256 between batch 1 and 16, a score modifier's instantiation (k/v scales force it) and fp8 pools (v29: 16-bit
+    // pools take the Hopper kernel, modifiers its 64-key mma.sync tile, fp8 pools the 32-key tile)
+    add("gqa8/1 d256 n8 p32k b4", uniform(false, 8, 1, 256, 8, 32768, 4));
+    CaseSpec d256s = uniform(false, 8, 1, 256, 8, 32768, 16);
+    d256s.k_scale = 0.5f;
+    d256s.v_scale = 1.5f;
+    add("gqa8/1 d256 n8 p32k b16 [mods]", d256s);
+    add("gqa8/1 d256 n8 p32k b16 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 16), 0.5f, 1.5f));
+    add("gqa8/1 d256 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 1), 0.5f, 1.5f));
   }
   if (suite == "psweep" || suite == "full") {
     // three shapes over P, at B = 4 and at B = 16, the batch of the throughput targets (B = 4 puts fixed costs -
