@@ -123,6 +123,13 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
         cfg = &kTileConfigs[kGqaWg256];
         break;
       }
+      // on sm_90 otherwise (fp8 pools, a library without the Hopper kernel, FLASHVERIFY_WGMMA=0) the 64-key mma.sync
+      // tile: H200, graph us, against the 32-key tile (bench/NOTES.md v29): fp8 pools GQA 8/1 N=8 B=16 281.8 vs 322.7,
+      // b1 33.8 vs 42.8; 16-bit pools B=16 191.8 vs 251.8, B=4 61.6 vs 82.0, b1 29.2 vs 40.2
+      if (props.cc_major == 9 && p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqa256Bn64], props)) {
+        cfg = &kTileConfigs[kGqa256Bn64];
+        break;
+      }
       // 32-key steps where two 104 KB CTAs fit a multiprocessor and the caller did not ask for the 99 KB
       // configurations
       cfg = &kTileConfigs[fits_two(kTileConfigs[kGqa256Bn32], props, p) ? kGqa256Bn32 : kGqa256];

@@ -134,6 +134,11 @@ TEST(Plan, GqaD256TileChoice) {
   fv::Plan plan;
   fv_problem g = gqa_problem(8, 1, 256, 8, 16);  // GQA 8/1 d256, 8 drafts
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn64);  // sm_90: 64-key steps, 170 KB, one CTA a multiprocessor (measured there)
+  EXPECT_EQ(plan.ctas_per_sm, 1);
+  fv::DeviceProps sm100 = kH200;
+  sm100.cc_major = 10;
+  ASSERT_EQ(fv::make_plan(g, sm100, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);  // 32-key steps: 104 KB, two CTAs a multiprocessor
   EXPECT_EQ(plan.ctas_per_sm, 2);
   ASSERT_EQ(fv::make_plan(g, kSm120, &plan), FV_OK);
@@ -264,8 +269,9 @@ TEST(Plan, GqaD128HopperKernelChoice) {
 
 TEST(Plan, GqaD256HopperKernelChoice) {
   // the Hopper d256 kernel (gqa256_wg_bm64_bn64_s2, one CTA a multiprocessor) on an sm_90 device whose library holds
-  // it, for 16-bit pools at any batch; fp8 pools, the 99 KB profile, other GPUs and FLASHVERIFY_WGMMA=0 keep the
-  // 32-key (two CTAs) or 16-key (99 KB) tiles. Its fallback, the 64-key mma.sync tile, has the same plan
+  // it, for 16-bit pools at any batch; on sm_90 otherwise (fp8 pools, FLASHVERIFY_WGMMA=0, a library without it) its
+  // fallback, the 64-key mma.sync tile, whose plan is the same; the 99 KB profile and other GPUs keep the 32-key (two
+  // CTAs) or 16-key (99 KB) tiles
   fv::Plan plan, mma;
   fv::DeviceProps h200_wg = kH200;
   h200_wg.wg_kernel = true;
@@ -284,15 +290,15 @@ TEST(Plan, GqaD256HopperKernelChoice) {
   ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqaWg256);
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);  // a library without it
-  EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn64);
   {
     const fvt::ScopedEnv off("FLASHVERIFY_WGMMA", "0");
     ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
-    EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);
+    EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn64);
   }
   g.kv_dtype = FV_DTYPE_FP8_E4M3;
   ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
-  EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn32);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn64);
   g.kv_dtype = 0;
   g.profile = FV_PROFILE_SMALL_SMEM;
   ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
@@ -303,6 +309,7 @@ TEST(Plan, GqaD256HopperKernelChoice) {
   for (const fv::DeviceProps& dev : {sm100, kSm120, kA100}) {
     ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
     EXPECT_NE(plan.cfg->id, fv::kGqaWg256);
+    EXPECT_NE(plan.cfg->id, fv::kGqa256Bn64);
   }
 }
 
