@@ -30,7 +30,7 @@ int estimate_ctas_per_sm(const TileConfig& cfg, const DeviceProps& props) {
 
 bool fits(const TileConfig& c, const DeviceProps& props) {
   if (static_cast<std::size_t>(props.max_smem_per_block) < c.smem_bytes()) return false;
-  // the Hopper kernels (MLA, GQA d128): sm_90a machine code, present when the library was built for sm_90
+  // the Hopper kernels (MLA, GQA d128 / d256): sm_90a machine code, present when the library was built for sm_90
   if (c.id == kMlaWg || c.id == kGqaWg128 || c.id == kGqaWg128S5 || c.id == kGqaWg256)
     return props.wg_kernel && props.cc_major == 9 && props.cc_minor == 0;
   return !c.large_smem || (props.cc_major >= 9 && props.cc_major < 12);
@@ -118,8 +118,8 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
       // modifiers. H200, graph us, against the 32-key tile (bench/NOTES.md v29): GQA 8/1 N=8 B=16 156.5 vs 251.8,
       // 16/2 B=16 281.9 vs 474.1, 8/1 b1 27.8 vs 40.2 (the 64-key mma.sync tile: 191.8, 359.1, 29.2).
       // FLASHVERIFY_WGMMA=0 keeps the tiles below.
-      if (env_on_unless_0("FLASHVERIFY_WGMMA") && p.kv_dtype != FV_DTYPE_FP8_E4M3 && p.profile != FV_PROFILE_SMALL_SMEM &&
-          fits(kTileConfigs[kGqaWg256], props)) {
+      if (env_on_unless_0("FLASHVERIFY_WGMMA") && p.kv_dtype != FV_DTYPE_FP8_E4M3 &&
+          p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqaWg256], props)) {
         cfg = &kTileConfigs[kGqaWg256];
         break;
       }

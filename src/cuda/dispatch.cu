@@ -115,7 +115,8 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
       // 64-row mma.sync tile, whose geometry (and so the plan) is the same
 #if defined(FV_HAVE_WG_KERNEL)
       if constexpr (!MODS && !KV8)
-        return cfg == kGqaWg128 ? launch_verify_wg_gqa<T, 128, 2>(p, grid, s) : launch_verify_wg_gqa<T, 128, 5>(p, grid, s);
+        return cfg == kGqaWg128 ? launch_verify_wg_gqa<T, 128, 2>(p, grid, s)
+                                : launch_verify_wg_gqa<T, 128, 5>(p, grid, s);
 #endif
       return launch_verify<kGqa128, T, MODS, KV8>(p, grid, s);
     case kGqa256Bn64: return launch_verify<kGqa256Bn64, T, MODS, KV8>(p, grid, s);

@@ -76,10 +76,11 @@ namespace fv {
 // FLASHVERIFY_FP8_MLA_F16=0 turns it off. P in fp16 is more precise than in bf16 where P times its factor stays normal
 // (>= 2^-14); below, fp16 subnormals keep an absolute precision of 2^-25. ptxas: the producer kernels spill 80 / 112
 // bytes (stores / loads), mostly outside the step loop (this one spilled 184 / 228 before the two-part release).
-// HD: the head dim, 576 (MLA: V is the first 512 columns of the K rows, one KV head) or 128 (GQA: separate V rows, one
-// KV head a CTA: blockIdx.z; 16-bit pools without modifiers only: verify_wg_gqa_kernel below).
-// ST: the stages (2; GQA d128 also 5: one CTA a multiprocessor with four steps of K / V in flight, for batch 1, where
-// a partition holds ~4 steps and the prologue issues them all). Stage it % ST holds step k_begin + it; the prologue
+// HD: the head dim, 576 (MLA: V is the first 512 columns of the K rows, one KV head) or 128 / 256 (GQA: separate V rows,
+// one KV head a CTA: blockIdx.z; 16-bit pools without modifiers only: verify_wg_gqa_kernel below).
+// ST: the stages (2; GQA d128 also 5, a forced-only tuning configuration: one CTA a multiprocessor with four steps of
+// K / V in flight, so that a batch-1 partition of ~4 steps is issued by the prologue; it measured even at batch 1,
+// tile_config.h). Stage it % ST holds step k_begin + it; the prologue
 // issues ST - 1 steps (one cp.async group each, Q in the first), every step the next one into the stage the previous
 // step held and waits for its own group with ST - 2 younger ones in flight.
 template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2>
@@ -801,11 +802,11 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 #endif
 }
 
-// GQA d128 (16-bit pools, no score modifiers): the same kernel with K and V rows of one KV head a CTA (blockIdx.z);
-// about 90 KB of shared memory, two CTAs a multiprocessor
-// (ptxas at two CTAs' 128 registers: 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped).
-// ST 5 (kGqaWg128S5): ~186 KB, one CTA a multiprocessor, no register cap that spills
-// HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB: one CTA a multiprocessor
+// GQA (16-bit pools, no score modifiers): the same kernel with K and V rows of one KV head a CTA (blockIdx.z).
+// HD 128, ST 2 (kGqaWg128): about 90 KB of shared memory, two CTAs a multiprocessor (ptxas at two CTAs' 128 registers:
+// 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped). HD 128, ST 5 (kGqaWg128S5): ~186 KB,
+// one CTA a multiprocessor, 196 registers, no spill. HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB,
+// one CTA a multiprocessor, 196 registers, no spill
 template <class T, int HD, int ST>
 __global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
     verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {

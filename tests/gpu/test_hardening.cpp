@@ -1054,7 +1054,8 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   b1.prefix = {4000};
   for (int splits : {3, 40, 0}) {
     b1.num_kv_splits = splits;
-    check(b1, true, splits == 3 ? "hopper gqa b1, 3 splits" : splits == 40 ? "hopper gqa b1, 40 splits" : "hopper gqa b1");
+    const char* label = splits == 3 ? "hopper gqa b1, 3 splits" : splits == 40 ? "hopper gqa b1, 40 splits" : "hopper gqa b1";
+    check(b1, true, label);
   }
   if (hopper) EXPECT_GT(differed, 0) << "the Hopper kernel's output equals the mma.sync tile's in all " << served
                                      << " cases it serves: it did not run";
