@@ -361,6 +361,8 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa32/8 d128 n64 p32k b4 tree", uniform(false, 32, 8, 128, 64, 32768, 4, fvt::Tree::Random));
     add("gqa32/8 d128 n1024 p32k b1", uniform(false, 32, 8, 128, 1024, 32768, 1));
     add("gqa16/2 d64 n8 p32k b16", uniform(false, 16, 2, 64, 8, 32768, 16));
+    add("gqa16/2 d64 n8 p32k b1", uniform(false, 16, 2, 64, 8, 32768, 1));
+    add("gqa16/4 d64 n8 p32k b16", uniform(false, 16, 4, 64, 8, 32768, 16));  // (32 rows a KV head: bench/compare's)
     add("gqa16/2 d256 n8 p32k b16", uniform(false, 16, 2, 256, 8, 32768, 16));
     add("gqa8/1 d256 n8 p32k b16", uniform(false, 8, 1, 256, 8, 32768, 16));
     add("gqa8/1 d256 n8 p32k b1", uniform(false, 8, 1, 256, 8, 32768, 1));

@@ -1062,22 +1062,21 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   if (hopper) EXPECT_GE(same_plan, 6) << "cases with a given split count";
 }
 
-// The Hopper GQA d256 kernel (gqa256_wg_bm64_bn64_s2) and its fallback, the 64-key d256 mma.sync tile of the same plan
-// (gqa256_bm64_bn64_s2), against the oracle; where the Hopper kernel serves, the two outputs differ in some case, where
-// the dispatcher keeps the mma.sync tile (a logit cap, fp8 pools) they are bit-identical.
-TEST(HopperGqa, HeadDim256AgainstTheOracleAndWhichKernelRan) {
-  REQUIRE_GPU();
+// The Hopper GQA kernel at head dim d (d256: gqa256_wg_bm64_bn64_s2; d64: gqa64_wg_bm64_bn64_s4, whose warpgroups split
+// P V's keys) and the mma.sync tile of the same plan (gqa256_bm64_bn64_s2; gqa64_bm64_bn64_s4) against the oracle;
+// where the Hopper kernel serves, the two outputs differ in some case, where the dispatcher keeps the mma.sync tile (a
+// logit cap, fp8 pools) they are bit-identical.
+void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_config, uint64_t seed) {
   const bool hopper = hopper_mla_kernel_here();
-  const uint64_t seed = fvt::session_seed() + 223;
   int differed = 0;
-  auto check = [&](CaseSpec s, bool wg_expected, const char* label) {
-    s.dqk = s.dv = 256;
+  auto check = [&](CaseSpec s, bool wg_expected, const std::string& label) {
+    s.dqk = s.dv = d;
     const HostProblem hp = fvt::make_problem(s);
     std::vector<uint8_t> raw[2];
     for (int wg : {1, 0}) {
-      const char* config = wg ? "gqa256_wg_bm64_bn64_s2" : "gqa256_bm64_bn64_s2";
+      const char* config = wg ? wg_config : mma_config;
       const ScopedEnv forced("FLASHVERIFY_CONFIG", config);
-      const std::string what = std::string(label) + " [" + config + "]";
+      const std::string what = label + " [" + config + "]";
       ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, what.c_str()));
       const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
       ASSERT_EQ(r.status, FV_OK) << what << ": " << r.error;
@@ -1086,13 +1085,14 @@ TEST(HopperGqa, HeadDim256AgainstTheOracleAndWhichKernelRan) {
     if (wg_expected) differed += raw[1] != raw[0];
     else if (hopper) EXPECT_TRUE(raw[1] == raw[0]) << label << ": the Hopper kernel ran where the mma.sync tile should";
   };
+  const std::string dn = "d" + std::to_string(d);
   CaseSpec multi = base_case(false, seed);
   multi.hq = 8;
   multi.hkv = 1;
   multi.draft = {8, 4, 8, 1, 8, 6};
   multi.prefix = {90, 17, 200, 0, 64, 128};
   multi.num_kv_splits = 2;
-  check(multi, true, "hopper gqa d256 multi-segment");
+  ASSERT_NO_FATAL_FAILURE(check(multi, true, "hopper gqa " + dn + " multi-segment"));
   CaseSpec paged = base_case(false, seed + 1);
   paged.hq = 16;
   paged.hkv = 2;
@@ -1101,28 +1101,40 @@ TEST(HopperGqa, HeadDim256AgainstTheOracleAndWhichKernelRan) {
   paged.prefix = {500, 64, -1};
   paged.addressing = FV_KV_PAGE_TABLE;
   paged.page_size = 16;
-  check(paged, true, "hopper gqa d256 five row tiles, page table");
+  ASSERT_NO_FATAL_FAILURE(check(paged, true, "hopper gqa " + dn + " five row tiles, page table"));
   CaseSpec out32 = base_case(false, seed + 2);
   out32.out_dtype = FV_DTYPE_FP32;
   out32.sinks = true;
   out32.dtype = FV_DTYPE_FP16;
   out32.mask_kind = FV_MASK_PARENTS;
-  check(out32, true, "hopper gqa d256 fp16, fp32 out, sinks, parents");
+  ASSERT_NO_FATAL_FAILURE(check(out32, true, "hopper gqa " + dn + " fp16, fp32 out, sinks, parents"));
   CaseSpec b1 = base_case(false, seed + 3);
   b1.hq = 8;
   b1.hkv = 1;
   b1.draft = {8};
   b1.prefix = {5000};
-  check(b1, true, "hopper gqa d256 b1");
+  ASSERT_NO_FATAL_FAILURE(check(b1, true, "hopper gqa " + dn + " b1"));
+  b1.num_kv_splits = 1;  // one split: the output written by the verify kernel itself
+  ASSERT_NO_FATAL_FAILURE(check(b1, true, "hopper gqa " + dn + " b1, 1 split"));
   CaseSpec capped = base_case(false, seed + 4);
   capped.logit_cap = 30.f;
-  check(capped, false, "gqa d256 logit cap (the mma.sync tile)");
+  ASSERT_NO_FATAL_FAILURE(check(capped, false, "gqa " + dn + " logit cap (the mma.sync tile)"));
   CaseSpec fp8 = base_case(false, seed + 5);
   fp8.kv_fp8 = true;
   fp8.k_scale = 0.5f;
   fp8.v_scale = 2.f;
-  check(fp8, false, "gqa d256 fp8 pools (the mma.sync tile)");
-  if (hopper) EXPECT_GT(differed, 0) << "the Hopper d256 kernel's output equals the mma.sync tile's in every case";
+  ASSERT_NO_FATAL_FAILURE(check(fp8, false, "gqa " + dn + " fp8 pools (the mma.sync tile)"));
+  if (hopper) EXPECT_GT(differed, 0) << "the Hopper " << dn << " kernel's output equals the mma.sync tile's in every case";
+}
+
+TEST(HopperGqa, HeadDim256AgainstTheOracleAndWhichKernelRan) {
+  REQUIRE_GPU();
+  check_hopper_gqa_head_dim(256, "gqa256_wg_bm64_bn64_s2", "gqa256_bm64_bn64_s2", fvt::session_seed() + 223);
+}
+
+TEST(HopperGqa, HeadDim64AgainstTheOracleAndWhichKernelRan) {
+  REQUIRE_GPU();
+  check_hopper_gqa_head_dim(64, "gqa64_wg_bm64_bn64_s4", "gqa64_bm64_bn64_s4", fvt::session_seed() + 227);
 }
 
 }  // namespace
