@@ -53,8 +53,7 @@ enum ConfigId {
   kGqaWg128S5 = 11,
   kGqa256Bn64 = 12,
   kGqaWg256 = 13,
-  kGqaWg64 = 14,
-  kNumConfigs = 15
+  kNumConfigs = 14
 };
 
 // Why these shapes (bench/NOTES.md has the arithmetic):
@@ -114,9 +113,6 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // mma.sync tile also serves fp8 pools on sm_90: GQA 8/1 N=8 B=16 281.8 vs 322.7 (32-key tile), b1 33.8 vs 42.8
     {kGqa256Bn64, "gqa256_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 1, 2},
     {kGqaWg256, "gqa256_wg_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 1, 2},
-    // GQA d64 in the Hopper kernel (forced only): the d64 tile's plan (kGqa64, which serves what it does not), 4
-    // stages, ~82 KB, two CTAs a multiprocessor; its warpgroups split P V's keys (O is one 64-column wgmma tile)
-    {kGqaWg64, "gqa64_wg_bm64_bn64_s4", 64, 64, 64, 64, 4, 2, 4, 2, 4, false, 2, true, 2, 4},
 };
 
 // The configurations with a second fp8 kernel (verify_kernel_narrow: 64-key compact steps, for small batches; the
@@ -140,6 +136,5 @@ static_assert(2 * (kTileConfigs[kGqa256Bn32].smem_bytes() + 1024 + 384) <= 23347
 static_assert(kTileConfigs[kGqaWg128S5].smem_bytes() + 1024 + 512 <= 232448, "fits an sm_90 block");
 static_assert(kTileConfigs[kGqaWg256].smem_bytes() + 1024 + 512 <= 232448, "fits an sm_90 block");
 static_assert(kTileConfigs[kGqa256Bn64].smem_bytes() == kTileConfigs[kGqaWg256].smem_bytes(), "one plan");
-static_assert(2 * (kTileConfigs[kGqaWg64].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
 
 }  // namespace fv

@@ -45,7 +45,6 @@ inline constexpr ConfigLayout kConfigLayouts[] = {
     {"gqa128_wg_bm64_bn64_s5", false, 128, 8, 1},  // sm_90 only (the same)
     {"gqa256_bm64_bn64_s2", false, 256, 8, 1},     // sm_90 / sm_100 only (the same)
     {"gqa256_wg_bm64_bn64_s2", false, 256, 16, 2}, // sm_90 only (the same)
-    {"gqa64_wg_bm64_bn64_s4", false, 64, 16, 4},   // sm_90 only (the same)
 };
 
 struct CaseSpec {

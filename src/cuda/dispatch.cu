@@ -126,12 +126,6 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
       if constexpr (!MODS && !KV8) return launch_verify_wg_gqa<T, 256, 2>(p, grid, s);
 #endif
       return launch_verify<kGqa256Bn64, T, MODS, KV8>(p, grid, s);
-    case kGqaWg64:
-      // the Hopper kernel for GQA d64, with the d64 mma.sync tile of the same plan for the rest
-#if defined(FV_HAVE_WG_KERNEL)
-      if constexpr (!MODS && !KV8) return launch_verify_wg_gqa<T, 64, 4>(p, grid, s);
-#endif
-      return launch_verify<kGqa64, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;
   }
 }

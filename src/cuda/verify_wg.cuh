@@ -86,18 +86,14 @@ namespace fv {
 template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2>
 struct VerifyWg {
   static constexpr bool MLA = HD == 576;
-  static_assert(MLA || HD == 64 || HD == 128 || HD == 256, "MLA 576 / 512 or GQA d64 / d128 / d256");
+  static_assert(MLA || HD == 128 || HD == 256, "MLA 576 / 512 or GQA d128 / d256");
   static_assert(MLA || !KV8, "GQA: 16-bit pools only");
-  static_assert(ST == 2 || (!MLA && !KV8), "more than 2 stages: the GQA kernels only");
-  // d64: O has 64 columns, one wgmma tile: the warpgroups split P V's keys instead of O's columns (warpgroup 0 keys
-  // 0-31, warpgroup 1 keys 32-63, each into a 64-column partial O, rescaled alike), and warpgroup 0 adds warpgroup 1's
-  // partial O in the epilogue
-  static constexpr bool KSPLIT = HD == 64;
+  static_assert(ST == 2 || (HD == 128 && !KV8), "more than 2 stages: the GQA d128 kernel only");
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
   static_assert(!F16 || (PROD && std::is_same<T, __nv_bfloat16>::value), "F16: the bf16 models' producer kernel");
   using M = std::conditional_t<F16, __half, T>;  // the products' operand type
   // its segment type, row-index fetch, Q rows and tree test (the mma.sync tile of the same geometry)
-  using V = Verify<MLA ? kMlaLarge : HD == 64 ? kGqa64 : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
+  using V = Verify<MLA ? kMlaLarge : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
   static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
@@ -119,24 +115,20 @@ struct VerifyWg {
   static_assert(2 * (LAUNCH_REGS - PROD_REGS) >= 2 * (COMPUTE_REGS - LAUNCH_REGS), "the CTA's register pool");
   static constexpr int KT = DQK / 64;                    // SW128 column tiles of a row
   static constexpr int VT = MLA ? 0 : DV / 64;           // GQA: a stage's V tiles, after its K tiles (MLA: V in K)
-  static constexpr int NB = KSPLIT ? 1 : DV / 64 / 2;    // O column tiles a warpgroup holds
-  static constexpr int KK1 = KSPLIT ? 2 : 0;             // warpgroup 1's first key step of P V (KSPLIT: 2 of 4)
+  static constexpr int NB = DV / 64 / 2;                 // O column tiles a warpgroup holds
   static constexpr int VT0 = MLA ? 0 : KT;               // a stage's first V tile (MLA: V is K's first columns)
   static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
   static constexpr uint32_t QOPER = KT * TILE;           // Q
   static constexpr uint32_t OPER = (KT + VT) * TILE;     // one stage: K rows (GQA: and V rows)
   static constexpr uint32_t OFF_Q = 0, OFF_K = QOPER, OFF_P = OFF_K + ST * OPER, OFF_STATS = OFF_P + TILE;
-  // KSPLIT: warpgroup 1's partial O (64 x 64 fp32) in the stages' space, past the staged partial rows (EPI_BULK)
-  static constexpr uint32_t OFF_OPART = OFF_K + 2 * TILE;
   // statistics: rescale factors, row sums, row maxima, (F16) Q's row factors 2^-e
   static constexpr uint32_t SMEM = OFF_STATS + 4 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
   static_assert(BM * EPI_ROW <= OFF_P, "the staged partial rows fit Q's and the stages' space");
-  static_assert(!KSPLIT || (BM * EPI_ROW <= OFF_OPART && OFF_OPART + BM * DV * 4 <= OFF_P), "KSPLIT's partial O");
   static_assert(V::BM == BM && V::BN == BN && V::DQK == DQK && V::DV == DV && V::THREADS == COMPUTE,
                 "the mma.sync tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
   static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
-  static constexpr int CFG = MLA ? kMlaWg : HD == 64 ? kGqaWg64 : HD == 256 ? kGqaWg256 : ST == 2 ? kGqaWg128 : kGqaWg128S5;
+  static constexpr int CFG = MLA ? kMlaWg : HD == 256 ? kGqaWg256 : ST == 2 ? kGqaWg128 : kGqaWg128S5;
   static_assert(kTileConfigs[CFG].stages == ST, "the planner's configuration has these stages");
   static_assert(SMEM <= kTileConfigs[CFG].smem_bytes() + 1024,
                 "the planner's figure (tile_config.h) covers it");
@@ -439,9 +431,8 @@ struct VerifyWg {
   }
 
   // A warpgroup's P V: O (its NB column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
-  // tile nb and key step kk (KK0 <= kk < KK0 + KN); fp8: the next step's rows are widened while the wgmmas run
-  // (widen_next)
-  template <int KK0, int KN, class Mma>
+  // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next)
+  template <class Mma>
   __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[NB][32],
                                             float a0, float a1, Mma&& mma) {
     rescale(o, a0, a1);
@@ -450,7 +441,7 @@ struct VerifyWg {
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-      for (int kk = KK0; kk < KK0 + KN; ++kk) mma(nb, kk);
+      for (int kk = 0; kk < 4; ++kk) mma(nb, kk);
     wg::commit();
     widen_next(s, step, it, smem);
     wg::wait<0>();
@@ -664,7 +655,7 @@ struct VerifyWg {
         named_arrive(BAR_P);      // P and the rescale factors are in shared memory
 
         // ---- O[:, 0:DV/2] = O * alpha + P V (P from registers)
-        pv<0, KSPLIT ? 2 : 4>(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
+        pv(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
           wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(k_base + (VT0 + nb) * TILE + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD)
@@ -672,10 +663,9 @@ struct VerifyWg {
       } else {
         named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, DV/2:DV] = O * alpha + P V (P from the P tile)
-        pv<KK1, KSPLIT ? 2 : 4>(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
+        pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
           wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
-                                     wg::desc_sw128(k_base + (VT0 + (KSPLIT ? 0 : NB) + nb) * TILE + 2048 * kk, TILE,
-                                                    1024));
+                                     wg::desc_sw128(k_base + (VT0 + NB + nb) * TILE + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD) {
           if (step + 1 < s.k_end) named_arrive(BAR_PFREE);
@@ -699,24 +689,12 @@ struct VerifyWg {
     }
     __syncthreads();
     FV_TRACE(V::trace_block(), 13);
-    if constexpr (KSPLIT) {
-      // warpgroup 1's partial O through the stages' space (free: every wgmma and copy of the segment is done),
-      // element-major (thread t of either warpgroup holds the same rows and columns); warpgroup 0 adds it
-      float* o_part = reinterpret_cast<float*>(smem + OFF_OPART);
-      if (wgi == 1)
-#pragma unroll
-        for (int i = 0; i < 32; ++i) o_part[i * 128 + (threadIdx.x - 128)] = o[0][i];
-      __syncthreads();
-      if (wgi == 0)
-#pragma unroll
-        for (int i = 0; i < 32; ++i) o[0][i] += o_part[i * 128 + threadIdx.x];
-    }
 
     const bool final_out = num_splits == 1;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row_of[h], r = m_tile * BM + row;
-      if (r >= s.rows || (KSPLIT && wgi == 1)) continue;  // (KSPLIT: warpgroup 0 holds the whole row)
+      if (r >= s.rows) continue;
       float l = l_fin[row];
       float m = m_fin[row];
       int i;
@@ -727,7 +705,7 @@ struct VerifyWg {
       if constexpr (F16) inv *= p.f16_out;  // P's 2^-sigma
       const int64_t tok_row = s.qo0 + i;
       const float lse2 = lse_log2(m, l);
-      const int col0 = (KSPLIT ? 0 : (DV / 2) * wgi) + 2 * t4;
+      const int col0 = (DV / 2) * wgi + 2 * t4;
       if (final_out) {
         const int64_t ob = tok_row * p.out_stride_token + int64_t(hq) * p.out_stride_head + col0;
 #pragma unroll
@@ -828,10 +806,9 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 // HD 128, ST 2 (kGqaWg128): about 90 KB of shared memory, two CTAs a multiprocessor (ptxas at two CTAs' 128 registers:
 // 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped). HD 128, ST 5 (kGqaWg128S5): ~186 KB,
 // one CTA a multiprocessor, 196 registers, no spill. HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB,
-// one CTA a multiprocessor, 196 registers, no spill. HD 64, ST 4 (kGqaWg64): the warpgroups split P V's keys (KSPLIT),
-// ~82 KB, two CTAs a multiprocessor
+// one CTA a multiprocessor, 196 registers, no spill
 template <class T, int HD, int ST>
-__global__ void __launch_bounds__(256, (HD == 128 && ST == 2) || HD == 64 ? 2 : 1)
+__global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
     verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA

@@ -14,7 +14,5 @@ template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 5>(const VerifyPar
 template cudaError_t launch_verify_wg_gqa<__half, 128, 5>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 256, 2>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__half, 256, 2>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 64, 4>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__half, 64, 4>(const VerifyParams&, dim3, cudaStream_t);
 
 }  // namespace fv
