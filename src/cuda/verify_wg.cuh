@@ -461,7 +461,9 @@ struct VerifyWg {
 
     __syncthreads();  // the previous segment is done with every shared buffer
 
-    // ---- prologue: Q and the first step (one cp.async group), the second step's slot indices
+    // ---- prologue: Q and the first step (one cp.async group), the second step's slot indices (ST > 2: the first ST - 1
+    // steps, a group each, and step ST - 1's indices). The general loop below reproduces ST == 2's steps, but compiled
+    // for it the device-checked 2-stage kernels' sm_90a SASS changes (v29 review, local comparison), so they keep theirs
     load_q(p, s, m_tile, q_base, hk);
     RowIdx ri;
     if constexpr (PROD) {
