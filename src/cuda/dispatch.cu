@@ -30,7 +30,7 @@ cudaError_t launch_verify_narrow(const VerifyParams& p, dim3 grid, cudaStream_t 
 // the Hopper MLA kernel (verify_wg.cuh; src/cuda/wg/verify_mla_wg.cu, sm_90a code)
 template <class T, bool KV8>
 cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaStream_t stream);
-template <class T, int HD, int ST>
+template <class T, int HD, int ST, bool KV8>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #endif
 
@@ -83,6 +83,10 @@ uint64_t* trace_buffer(cudaStream_t s) {
 }
 #endif
 
+// fp8 pools in the Hopper kernels: k_scale and v_scale, no other score modifier (logit cap, sliding window, xai
+// temperature)
+inline bool wg_takes_fp8(const VerifyParams& p) { return p.logit_cap == 0.f && p.window <= 0 && p.xai_len <= 0; }
+
 template <class T, bool MODS, bool KV8>
 cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStream_t s) {
   switch (cfg) {
@@ -105,25 +109,30 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
       if constexpr (!MODS && !KV8)
         if (grid.z == 1) return launch_verify_wg<T, false>(p, false, grid, s);
       if constexpr (KV8)
-        if (grid.z == 1 && p.logit_cap == 0.f && p.window <= 0 && p.xai_len <= 0)
-          return launch_verify_wg<T, true>(p, p.kv8_a16, grid, s);
+        if (grid.z == 1 && wg_takes_fp8(p)) return launch_verify_wg<T, true>(p, p.kv8_a16, grid, s);
 #endif
       return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
     case kGqaWg128:
     case kGqaWg128S5:
-      // the Hopper kernel for GQA d128 (2 or 5 stages) takes 16-bit pools without modifiers; anything else takes the
-      // 64-row mma.sync tile, whose geometry (and so the plan) is the same
+      // the Hopper kernel for GQA d128 (2 or 5 stages) takes 16-bit pools without modifiers, and (2 stages) fp8 pools
+      // with their k_scale / v_scale but no other modifier; anything else takes the 64-row mma.sync tile, whose
+      // geometry (and so the plan) is the same
 #if defined(FV_HAVE_WG_KERNEL)
       if constexpr (!MODS && !KV8)
-        return cfg == kGqaWg128 ? launch_verify_wg_gqa<T, 128, 2>(p, grid, s)
-                                : launch_verify_wg_gqa<T, 128, 5>(p, grid, s);
+        return cfg == kGqaWg128 ? launch_verify_wg_gqa<T, 128, 2, false>(p, grid, s)
+                                : launch_verify_wg_gqa<T, 128, 5, false>(p, grid, s);
+      if constexpr (KV8)
+        if (cfg == kGqaWg128 && wg_takes_fp8(p)) return launch_verify_wg_gqa<T, 128, 2, true>(p, grid, s);
 #endif
       return launch_verify<kGqa128, T, MODS, KV8>(p, grid, s);
     case kGqa256Bn64: return launch_verify<kGqa256Bn64, T, MODS, KV8>(p, grid, s);
     case kGqaWg256:
-      // the Hopper kernel for GQA d256, with the 64-key d256 mma.sync tile of the same plan for the rest
+      // the Hopper kernel for GQA d256 (16-bit pools without modifiers, fp8 pools as d128's), with the 64-key d256
+      // mma.sync tile of the same plan for the rest
 #if defined(FV_HAVE_WG_KERNEL)
-      if constexpr (!MODS && !KV8) return launch_verify_wg_gqa<T, 256, 2>(p, grid, s);
+      if constexpr (!MODS && !KV8) return launch_verify_wg_gqa<T, 256, 2, false>(p, grid, s);
+      if constexpr (KV8)
+        if (wg_takes_fp8(p)) return launch_verify_wg_gqa<T, 256, 2, true>(p, grid, s);
 #endif
       return launch_verify<kGqa256Bn64, T, MODS, KV8>(p, grid, s);
     default: return cudaErrorInvalidValue;

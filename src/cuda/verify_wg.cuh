@@ -4,10 +4,11 @@
 // takes the mma.sync tile: dispatch.cu). Measured on the
 // H200 against the mma.sync tile (bench/NOTES.md v12): MLA Hq16 N8 b1 40.4 vs 52.9 us, N64 B16 ~470 vs 275
 // TFLOP/s. The same kernel with HD 128 (verify_wg_gqa_kernel) is the GQA d128 64-row tile there (16-bit pools
-// without modifiers; the planner keeps the two 32-row tiles for one request on one KV head and the 32-row tiles
-// for groups x drafts <= 32): bench/NOTES.md v28, GQA 8/1 N=8 B=16 95 vs 105 us, N=32 B=16 273 vs 349. With HD 256 it
-// is the GQA d256 tile there (16-bit pools without modifiers, every batch; one ~170 KB CTA a multiprocessor): bench/
-// NOTES.md v29, GQA 8/1 N=8 B=16 156.5 vs 251.8 us (the 32-key mma.sync tile), b1 27.8 vs 40.2.
+// without modifiers, fp8 pools with their scales only; the planner keeps the two 32-row tiles for one request on one
+// KV head with 16-bit pools and the 32-row tiles for groups x drafts <= 32): bench/NOTES.md v28, GQA 8/1 N=8 B=16 95
+// vs 105 us, N=32 B=16 273 vs 349; fp8 pools (v30) 99.8 vs 141.0. With HD 256 it is the GQA d256 tile there (the same
+// pools, every batch; one ~170 KB CTA a multiprocessor): bench/NOTES.md v29, GQA 8/1 N=8 B=16 156.5 vs 251.8 us (the
+// 32-key mma.sync tile), b1 27.8 vs 40.2; fp8 pools (v30) 171 vs 283 (the 64-key mma.sync tile), b1 27.0 vs 34.2.
 //
 // Same work split, plan, segments, tree mask and partial-state layout as the mma.sync MLA tile (verify.cuh,
 // configuration kMlaLarge: 64 rows x 64 keys a step, 2 stages, 256 threads), different inner products:
@@ -40,8 +41,9 @@ namespace fv {
 
 // KV8: the pool holds fp8 e4m3 bytes (SGLang's uint8 pools): a prefix row's 8 bytes a chunk are copied into the
 // second half of the chunk's 16-byte slot and widened to T in place by the thread that copied them, before the
-// step's first barrier (as the mma.sync tile does); k_scale scales the prefix scores and v_scale the prefix
-// values (folded into P; the row sums stay unscaled). Draft rows are T as ever.
+// step's first barrier (as the mma.sync tile does; MLA: during the previous step's P V, kWidenEarly); k_scale scales
+// the prefix scores and v_scale the prefix values (folded into P; the row sums stay unscaled). Draft rows are T as
+// ever. GQA (HD 128 / 256, 2 stages): K and V rows alike; the MLA kernel's producer warpgroups are MLA only.
 //
 // PROD (KV8: verify_wg_kernel_prod, for rows that are 16-byte aligned; the dispatcher checks VerifyParams::kv8_a16,
 // other rows take the kernel above): two producer warpgroups (512 threads) copy every row and widen the fp8 ones, so
@@ -77,7 +79,8 @@ namespace fv {
 // (>= 2^-14); below, fp16 subnormals keep an absolute precision of 2^-25. ptxas: the producer kernels spill 80 / 112
 // bytes (stores / loads), mostly outside the step loop (this one spilled 184 / 228 before the two-part release).
 // HD: the head dim, 576 (MLA: V is the first 512 columns of the K rows, one KV head) or 128 / 256 (GQA: separate V rows,
-// one KV head a CTA: blockIdx.z; 16-bit pools without modifiers only: verify_wg_gqa_kernel below).
+// one KV head a CTA: blockIdx.z; 16-bit pools without modifiers, fp8 pools with their scales only: verify_wg_gqa_kernel
+// below).
 // ST: the stages (2; GQA d128 also 5, a forced-only tuning configuration: one CTA a multiprocessor with four steps of
 // K / V in flight, so that a batch-1 partition of ~4 steps is issued by the prologue; it measured even at batch 1,
 // tile_config.h). Stage it % ST holds step k_begin + it; the prologue
@@ -87,7 +90,7 @@ template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, 
 struct VerifyWg {
   static constexpr bool MLA = HD == 576;
   static_assert(MLA || HD == 128 || HD == 256, "MLA 576 / 512 or GQA d128 / d256");
-  static_assert(MLA || !KV8, "GQA: 16-bit pools only");
+  static_assert(MLA || !PROD, "GQA: fp8 pools widened by the compute warps (no producer warpgroups)");
   static_assert(ST == 2 || (HD == 128 && !KV8), "more than 2 stages: the GQA d128 kernel only");
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
   static_assert(!F16 || (PROD && std::is_same<T, __nv_bfloat16>::value), "F16: the bf16 models' producer kernel");
@@ -105,7 +108,7 @@ struct VerifyWg {
   // warps spilled 184 / 216 bytes instead of 80 / 112 and fp8 b1 took 1 µs more. BAR_EPI: the compute warps' barrier
   // before the copies (EMPTY_B takes 7 and 8); EPI_ROW: staged rows 2 KB + 32 bytes apart, so that a warp's 8-byte
   // stores of 8 rows x 32 bytes fill two wavefronts without conflicts.
-  static constexpr bool EPI_BULK = !KV8;
+  static constexpr bool EPI_BULK = !(KV8 && MLA);
   static constexpr int BAR_EPI = 9;
   static constexpr uint32_t EPI_ROW = DV * 4 + 32;
   // EMPTY and EMPTY_B (PROD): the producer warpgroups and the one compute warpgroup that releases that part
@@ -150,8 +153,16 @@ struct VerifyWg {
         const int64_t slot = p.paged ? ri.raw[pass] * p.page_size + pos % p.page_size : ri.raw[pass];
         if constexpr (KV8) {
           const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot;
+          if constexpr (!MLA) k8 += hk * p.k_pool_stride_head;
 #pragma unroll
           for (int c = 0; c < KT; ++c) cp_async_8(k_base + c * TILE + wg::sw128_offset(row, c0) + 8, k8 + (8 * c + c0) * 8, 8);
+          if constexpr (!MLA) {
+            const uint8_t* v8 =
+                static_cast<const uint8_t*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
+#pragma unroll
+            for (int c = 0; c < VT; ++c)
+              cp_async_8(k_base + (KT + c) * TILE + wg::sw128_offset(row, c0) + 8, v8 + (8 * c + c0) * 8, 8);
+          }
           continue;
         }
         src = static_cast<const T*>(p.k_pool) + slot * p.k_pool_stride_slot;  // MLA: one KV head
@@ -203,7 +214,7 @@ struct VerifyWg {
       const int row = r0 + pass * 32;
       if (step * BN + row >= s.plen) continue;
 #pragma unroll
-      for (int c = 0; c < KT; ++c) {
+      for (int c = 0; c < KT + VT; ++c) {  // (GQA: the V tiles after the K tiles)
         uint8_t* slot = k_stage + c * TILE + wg::sw128_offset(row, c0);
         const uint2 w = *reinterpret_cast<const uint2*>(slot + 8);
         uint4 o;
@@ -214,10 +225,14 @@ struct VerifyWg {
     }
   }
 
-  // KV8, early widening: while this step's P V runs on the tensor cores, wait for the next step's copies (the
+  // KV8, early widening (MLA): while this step's P V runs on the tensor cores, wait for the next step's copies (the
   // only ones in flight) and widen this thread's rows of them (the other stage: no wgmma reads it now)
-  // (measured on the H200, bench/NOTES.md v12: fp8 MLA N64 B16 4006 vs 4068 us with the widening at the top)
-  static constexpr bool kWidenEarly = true;
+  // (measured on the H200, bench/NOTES.md v12: fp8 MLA N64 B16 4006 vs 4068 us with the widening at the top). GQA
+  // widens each step's rows before its W instead, which gives the copies a whole step to land (H200, graph us, bench/
+  // NOTES.md v30, against early widening: GQA 8/1 d128 N=8 B=16 99.8 vs 103.4, B=4 37.0 vs 38.3, b1 22.4 vs 22.5; d256
+  // B=16 171.6 vs 171.0, b1 27.0 vs 26.9). 16-byte copies of 16 fp8 values widened into two slots (every other SW128
+  // tile a thread) measured 11-37% slower than these 8-byte ones.
+  static constexpr bool kWidenEarly = MLA;
   __device__ static void widen_next(const Seg& s, int step, int it, uint8_t* smem) {
     if constexpr (KV8 && !PROD && kWidenEarly) {
       if (step + 1 < s.k_end) {
@@ -804,29 +819,30 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 #endif
 }
 
-// GQA (16-bit pools, no score modifiers): the same kernel with K and V rows of one KV head a CTA (blockIdx.z).
+// GQA (16-bit pools without score modifiers; KV8: fp8 pools with k_scale / v_scale only): the same kernel with K and V
+// rows of one KV head a CTA (blockIdx.z).
 // HD 128, ST 2 (kGqaWg128): about 90 KB of shared memory, two CTAs a multiprocessor (ptxas at two CTAs' 128 registers:
 // 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped). HD 128, ST 5 (kGqaWg128S5): ~186 KB,
 // one CTA a multiprocessor, 196 registers, no spill. HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB,
 // one CTA a multiprocessor, 196 registers, no spill
-template <class T, int HD, int ST>
+template <class T, int HD, int ST, bool KV8>
 __global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
     verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T, false, false, false, HD, ST>::run(p, smem);
+  VerifyWg<T, KV8, false, false, HD, ST>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
 }
 
-template <class T, int HD, int ST>
+template <class T, int HD, int ST, bool KV8>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
-  using W = VerifyWg<T, false, false, false, HD, ST>;
-  cudaError_t err = cudaFuncSetAttribute(verify_wg_gqa_kernel<T, HD, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(W::SMEM));
+  using W = VerifyWg<T, KV8, false, false, HD, ST>;
+  auto kernel = verify_wg_gqa_kernel<T, HD, ST, KV8>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
   if (err != cudaSuccess) return err;
-  verify_wg_gqa_kernel<T, HD, ST><<<grid, W::THREADS, W::SMEM, stream>>>(p);
+  kernel<<<grid, W::THREADS, W::SMEM, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -175,8 +175,8 @@ TEST(Plan, HugeShapesAreRejectedNotWrapped) {
 
 TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
   // one request on one KV head with 33-64 rows (group x drafts) and 16-bit pools: two 32-row tiles of 2 stages
-  // (bench/NOTES.md v16); batches, more KV heads, fp8 pools and more rows keep the 64-row tile, 32 rows or fewer the
-  // 32-row tiles as before
+  // (bench/NOTES.md v16); batches, more KV heads, fp8 pools and more rows keep the 64-row tile (on an sm_90 device
+  // whose library holds it: the Hopper kernel), 32 rows or fewer the 32-row tiles as before
   fv::Plan plan;
   fv_problem g = gqa_problem(8, 1, 128, 8, 1);  // GQA 8/1 d128, 8 drafts: 64 rows
   for (const fv::DeviceProps& dev : {kH200, kSm120, kA100}) {
@@ -204,6 +204,10 @@ TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
   g.kv_dtype = FV_DTYPE_FP8_E4M3;
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  fv::DeviceProps h200_wg = kH200;
+  h200_wg.wg_kernel = true;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg128);
   g.kv_dtype = 0;
   g.max_draft = 4;  // 32 rows: the 3-stage 32-row tile where two CTAs fit
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);
@@ -213,8 +217,8 @@ TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
 
 TEST(Plan, GqaD128HopperKernelChoice) {
   // the Hopper kernel (gqa128_wg_bm64_bn64_s2) takes the 64-row tile's place on an sm_90 device whose library holds
-  // it, for 16-bit pools, with the same plan; never for the 32-row tiles' cases, fp8 pools, the 99 KB profile, other
-  // GPUs, or with FLASHVERIFY_WGMMA=0
+  // it, for 16-bit and fp8 pools, with the same plan; never for the 32-row tiles' cases (fp8 pools there too), the
+  // 99 KB profile, other GPUs, or with FLASHVERIFY_WGMMA=0
   fv::Plan plan, mma;
   fv::DeviceProps h200_wg = kH200;
   h200_wg.wg_kernel = true;
@@ -239,7 +243,11 @@ TEST(Plan, GqaD128HopperKernelChoice) {
   }
   g.kv_dtype = FV_DTYPE_FP8_E4M3;
   ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
-  EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg128);
+  g.num_q_heads = 32;  // GQA 32/8 with fp8 pools: 32 rows a KV head, the 32-row tile
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32S3);
+  g.num_q_heads = 64;
   g.kv_dtype = 0;
   g.profile = FV_PROFILE_SMALL_SMEM;
   ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
@@ -269,7 +277,7 @@ TEST(Plan, GqaD128HopperKernelChoice) {
 
 TEST(Plan, GqaD256HopperKernelChoice) {
   // the Hopper d256 kernel (gqa256_wg_bm64_bn64_s2, one CTA a multiprocessor) on an sm_90 device whose library holds
-  // it, for 16-bit pools at any batch; on sm_90 otherwise (fp8 pools, FLASHVERIFY_WGMMA=0, a library without it) its
+  // it, for 16-bit and fp8 pools at any batch; on sm_90 otherwise (FLASHVERIFY_WGMMA=0, a library without it) its
   // fallback, the 64-key mma.sync tile, whose plan is the same; the 99 KB profile and other GPUs keep the 32-key (two
   // CTAs) or 16-key (99 KB) tiles
   fv::Plan plan, mma;
@@ -298,6 +306,8 @@ TEST(Plan, GqaD256HopperKernelChoice) {
   }
   g.kv_dtype = FV_DTYPE_FP8_E4M3;
   ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg256);
+  ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);  // a library without it
   EXPECT_EQ(plan.cfg->id, fv::kGqa256Bn64);
   g.kv_dtype = 0;
   g.profile = FV_PROFILE_SMALL_SMEM;

@@ -944,15 +944,17 @@ TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
 // The Hopper GQA d128 kernel (gqa128_wg_bm64_bn64_s2; the planner takes it on sm_90 for GQA d128 with more than 32
 // rows a KV head) against the oracle on what the random set meets rarely: partitions that span several requests,
 // sixteen requests in a page table, several row tiles a KV head, key steps made only of draft keys, padded and empty
-// prefixes, an fp32 output with sinks (split and not), an fp16 model with a parent array. And which kernel ran: each
-// case also runs the 64-row mma.sync tile of the same plan (gqa128_bm64_bn64_s2); where the Hopper kernel serves (an
-// sm_90 device whose library holds it; 16-bit pools without score modifiers) the two round differently, and where the
-// dispatcher keeps the mma.sync tile (a logit cap, k_scale, fp8 pools) their outputs are bit-identical. The two
+// prefixes, an fp32 output with sinks (split and not), an fp16 model with a parent array, fp8 pools (their rows widened
+// in shared memory). And which kernel ran: each case also runs the 64-row mma.sync tile of the same plan
+// (gqa128_bm64_bn64_s2); where the Hopper kernel serves (an sm_90 device whose library holds it; 16-bit pools without
+// score modifiers, fp8 pools with k_scale / v_scale only) the two round differently, and where the dispatcher keeps the
+// mma.sync tile (a logit cap, k_scale on 16-bit pools, fp8 pools with a cap) their outputs are bit-identical. The two
 // kernels accumulate in the same k16 order, so most elements round alike: on the H200 the six-request case's output
 // was bit-identical in both (call 8 of v28) while the larger ones differed; so the Hopper kernel must differ in at
 // least one case it serves, not in each. The 5-stage kernel (gqa128_wg_bm64_bn64_s5: the same arithmetic, one CTA a
 // multiprocessor) runs every case as well; where the split count is given (the plan is then the same as the 2-stage
-// kernel's) its output must be bit-identical to the 2-stage kernel's, or to the mma.sync tile's where that serves.
+// kernel's) its output must be bit-identical to the 2-stage kernel's, or to the mma.sync tile's where that serves (fp8
+// pools: the 5-stage configuration falls back to the mma.sync tile).
 TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   REQUIRE_GPU();
   const bool hopper = hopper_mla_kernel_here();  // (the same condition: an sm_90 device, a library built for sm_90)
@@ -978,7 +980,10 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
     }
     if (hopper && s.num_kv_splits > 0) {
       ++same_plan;
-      EXPECT_TRUE(raw[2] == raw[1]) << label << ": the 5-stage kernel's output differs from the 2-stage kernel's";
+      if (s.kv_fp8)
+        EXPECT_TRUE(raw[2] == raw[0]) << label << ": fp8 pools under the 5-stage configuration: not the mma.sync tile";
+      else
+        EXPECT_TRUE(raw[2] == raw[1]) << label << ": the 5-stage kernel's output differs from the 2-stage kernel's";
     }
   };
   CaseSpec multi = base_case(false, seed);
@@ -1045,7 +1050,41 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   fp8.k_scale = 0.5f;
   fp8.v_scale = 2.f;
   fp8.num_kv_splits = 3;
-  check(fp8, false, "gqa fp8 pools (the mma.sync tile)");
+  check(fp8, true, "hopper gqa fp8 pools");
+  // fp8 pools: sixteen requests in a page table (prefix steps that end mid-step, draft-only steps), an fp16 model with
+  // sinks and an fp32 output, batch 1 with one split (the output written by the verify kernel), a negative v_scale; a
+  // logit cap keeps the mma.sync tile
+  CaseSpec many8 = many;
+  many8.seed = seed + 10;
+  many8.kv_fp8 = true;
+  many8.k_scale = 0.75f;
+  many8.v_scale = 1.25f;
+  check(many8, true, "hopper gqa fp8, sixteen requests, page table");
+  CaseSpec f16fp8 = base_case(false, seed + 11);
+  f16fp8.dtype = FV_DTYPE_FP16;
+  f16fp8.kv_fp8 = true;
+  f16fp8.k_scale = 2.f;
+  f16fp8.v_scale = -0.5f;
+  f16fp8.sinks = true;
+  f16fp8.out_dtype = FV_DTYPE_FP32;
+  f16fp8.num_kv_splits = 2;
+  check(f16fp8, true, "hopper gqa fp8, fp16 model, sinks, fp32 out, negative v_scale");
+  CaseSpec b1fp8 = base_case(false, seed + 12);
+  b1fp8.hq = 8;
+  b1fp8.hkv = 1;
+  b1fp8.draft = {8};
+  b1fp8.prefix = {3000};
+  b1fp8.kv_fp8 = true;
+  b1fp8.k_scale = 0.5f;
+  b1fp8.v_scale = 1.5f;
+  for (int splits : {1, 0}) {
+    b1fp8.num_kv_splits = splits;
+    check(b1fp8, true, splits == 1 ? "hopper gqa fp8 b1, 1 split" : "hopper gqa fp8 b1");
+  }
+  CaseSpec capped8 = fp8;
+  capped8.seed = seed + 13;
+  capped8.logit_cap = 30.f;
+  check(capped8, false, "gqa fp8 pools, logit cap (the mma.sync tile)");
   // batch 1 of one KV head (the 5-stage kernel's use): long partitions, short ones (fewer steps than stages)
   CaseSpec b1 = base_case(false, seed + 9);
   b1.hq = 8;
@@ -1059,13 +1098,13 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   }
   if (hopper) EXPECT_GT(differed, 0) << "the Hopper kernel's output equals the mma.sync tile's in all " << served
                                      << " cases it serves: it did not run";
-  if (hopper) EXPECT_GE(same_plan, 6) << "cases with a given split count";
+  if (hopper) EXPECT_GE(same_plan, 10) << "cases with a given split count";
 }
 
 // The Hopper GQA kernel at head dim d (d256: gqa256_wg_bm64_bn64_s2) and the mma.sync tile of the same plan
 // (gqa256_bm64_bn64_s2) against the oracle;
-// where the Hopper kernel serves, the two outputs differ in some case, where the dispatcher keeps the mma.sync tile (a
-// logit cap, fp8 pools) they are bit-identical.
+// where the Hopper kernel serves (16-bit pools without modifiers, fp8 pools with k_scale / v_scale only) the two outputs
+// differ in some case, where the dispatcher keeps the mma.sync tile (a logit cap) they are bit-identical.
 void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_config, uint64_t seed) {
   const bool hopper = hopper_mla_kernel_here();
   int differed = 0;
@@ -1123,7 +1162,24 @@ void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_con
   fp8.kv_fp8 = true;
   fp8.k_scale = 0.5f;
   fp8.v_scale = 2.f;
-  ASSERT_NO_FATAL_FAILURE(check(fp8, false, "gqa " + dn + " fp8 pools (the mma.sync tile)"));
+  fp8.num_kv_splits = 3;
+  ASSERT_NO_FATAL_FAILURE(check(fp8, true, "hopper gqa " + dn + " fp8 pools"));
+  CaseSpec paged8 = paged;
+  paged8.seed = seed + 6;
+  paged8.kv_fp8 = true;
+  paged8.k_scale = 1.5f;
+  paged8.v_scale = -0.75f;
+  paged8.dtype = FV_DTYPE_FP16;
+  ASSERT_NO_FATAL_FAILURE(check(paged8, true, "hopper gqa " + dn + " fp8, fp16 model, five row tiles, page table"));
+  CaseSpec b1fp8 = b1;
+  b1fp8.seed = seed + 7;
+  b1fp8.kv_fp8 = true;
+  b1fp8.k_scale = 0.5f;
+  b1fp8.v_scale = 1.5f;
+  ASSERT_NO_FATAL_FAILURE(check(b1fp8, true, "hopper gqa " + dn + " fp8 b1, 1 split"));
+  fp8.logit_cap = 30.f;
+  fp8.seed = seed + 8;
+  ASSERT_NO_FATAL_FAILURE(check(fp8, false, "gqa " + dn + " fp8 pools, logit cap (the mma.sync tile)"));
   if (hopper) EXPECT_GT(differed, 0) << "the Hopper " << dn << " kernel's output equals the mma.sync tile's in every case";
 }
 

@@ -8,11 +8,15 @@ template cudaError_t launch_verify_wg<__nv_bfloat16, false>(const VerifyParams&,
 template cudaError_t launch_verify_wg<__half, false>(const VerifyParams&, bool, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg<__nv_bfloat16, true>(const VerifyParams&, bool, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg<__half, true>(const VerifyParams&, bool, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 2>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__half, 128, 2>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 5>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__half, 128, 5>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 256, 2>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__half, 256, 2>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 2, false>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__half, 128, 2, false>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 5, false>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__half, 128, 5, false>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 2, true>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__half, 128, 2, true>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 256, 2, false>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__half, 256, 2, false>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 256, 2, true>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__half, 256, 2, true>(const VerifyParams&, dim3, cudaStream_t);
 
 }  // namespace fv
