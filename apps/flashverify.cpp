@@ -357,6 +357,14 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     for (int b : {4, 16})
       add("gqa8/1 d128 n8 p32k b" + std::to_string(b) + " [fp8 kv]",
           fvt::with_fp8(uniform(false, 8, 1, 128, 8, 32768, b), 0.5f, 1.5f));
+    // ... with an fp16 model (e4m3 -> f16 is one conversion a pair, bf16's four: what the widening costs a bf16 model)
+    for (int d : {128, 256}) {
+      CaseSpec h = uniform(false, 8, 1, d, 8, 32768, 16);
+      h.dtype = FV_DTYPE_FP16;
+      const std::string name = "gqa8/1 d" + std::to_string(d) + " n8 p32k b16 fp16";
+      add(name, h);
+      add(name + " [fp8 kv]", fvt::with_fp8(h, 0.5f, 1.5f));
+    }
     // 64 rows a KV head at small batches: where the planner's two 32-row tiles (batch 1) stop paying
     for (int b : {2, 4}) add("gqa8/1 d128 n8 p32k b" + std::to_string(b), uniform(false, 8, 1, 128, 8, 32768, b));
     for (int b : {1, 2}) add("gqa16/2 d128 n8 p32k b" + std::to_string(b), uniform(false, 16, 2, 128, 8, 32768, b));
