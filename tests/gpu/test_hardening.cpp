@@ -1069,11 +1069,16 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   f16fp8.out_dtype = FV_DTYPE_FP32;
   f16fp8.num_kv_splits = 2;
   check(f16fp8, true, "hopper gqa fp8, fp16 model, sinks, fp32 out, negative v_scale");
-  CaseSpec b1fp8 = base_case(false, seed + 12);
-  b1fp8.hq = 8;
-  b1fp8.hkv = 1;
-  b1fp8.draft = {8};
-  b1fp8.prefix = {3000};
+  // one request on one KV head, 8 drafts x 8 q heads
+  auto one_head_b1 = [&](uint64_t sd, int prefix) {
+    CaseSpec c = base_case(false, sd);
+    c.hq = 8;
+    c.hkv = 1;
+    c.draft = {8};
+    c.prefix = {prefix};
+    return c;
+  };
+  CaseSpec b1fp8 = one_head_b1(seed + 12, 3000);
   b1fp8.kv_fp8 = true;
   b1fp8.k_scale = 0.5f;
   b1fp8.v_scale = 1.5f;
@@ -1086,11 +1091,7 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   capped8.logit_cap = 30.f;
   check(capped8, false, "gqa fp8 pools, logit cap (the mma.sync tile)");
   // batch 1 of one KV head (the 5-stage kernel's use): long partitions, short ones (fewer steps than stages)
-  CaseSpec b1 = base_case(false, seed + 9);
-  b1.hq = 8;
-  b1.hkv = 1;
-  b1.draft = {8};
-  b1.prefix = {4000};
+  CaseSpec b1 = one_head_b1(seed + 9, 4000);
   for (int splits : {3, 40, 0}) {
     b1.num_kv_splits = splits;
     const char* label = splits == 3 ? "hopper gqa b1, 3 splits" : splits == 40 ? "hopper gqa b1, 40 splits" : "hopper gqa b1";
