@@ -107,7 +107,7 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
         // H200, graph us, against the mma.sync tile (bench/NOTES.md v28): GQA 8/1 N=8 B=16 95.3 vs 105.0, N=32 B=16
         // 272.7 vs 349, B=2 28.9 vs 29.5, GQA 16/2 b1 29.0 vs 29.6; not at batch 1 of one KV head with 16-bit pools
         // (22.5 vs 21.3 for the two 32-row tiles above). fp8 pools (rows widened in shared memory; v30): GQA 8/1 N=8
-        // B=16 103.7 vs 141.0, B=4 38.5 vs 46.9, b1 22.3 vs 23.7; not for 32 rows or fewer (GQA 32/8 B=16 675 vs 519
+        // B=16 99.8 vs 141.0, B=4 37.0 vs 46.9, b1 22.4 vs 23.7; not for 32 rows or fewer (GQA 32/8 B=16 675 vs 519
         // on the 32-row tile). FLASHVERIFY_WGMMA=0 keeps the mma.sync tile.
         cfg = &kTileConfigs[kGqaWg128];
       else
@@ -119,7 +119,7 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
       // holds it; the dispatcher takes the 64-key d256 mma.sync tile of the same plan for score modifiers other than
       // fp8 pools' scales. H200, graph us, against the 32-key tile (bench/NOTES.md v29): GQA 8/1 N=8 B=16 156.5 vs
       // 251.8, 16/2 B=16 281.9 vs 474.1, 8/1 b1 27.8 vs 40.2 (the 64-key mma.sync tile: 191.8, 359.1, 29.2); fp8
-      // pools against the 64-key mma.sync tile (v30): B=16 169.5 vs 283.3, b1 27.1 vs 34.2.
+      // pools against the 64-key mma.sync tile (v30): B=16 171.3 vs 283.3, b1 27.0 vs 34.2.
       // FLASHVERIFY_WGMMA=0 keeps the tiles below.
       if (env_on_unless_0("FLASHVERIFY_WGMMA") && p.profile != FV_PROFILE_SMALL_SMEM &&
           fits(kTileConfigs[kGqaWg256], props)) {

@@ -446,7 +446,7 @@ struct VerifyWg {
   }
 
   // A warpgroup's P V: O (its NB column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
-  // tile nb and key step kk; fp8: the next step's rows are widened while the wgmmas run (widen_next)
+  // tile nb and key step kk; fp8 MLA: the next step's rows are widened while the wgmmas run (widen_next)
   template <class Mma>
   __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[NB][32],
                                             float a0, float a1, Mma&& mma) {
@@ -571,7 +571,8 @@ struct VerifyWg {
       // 16-bit pools: warpgroup 0 issues its copies after its S wgmmas, which would otherwise wait behind them (a
       // copy's issue waits on the SM's global-memory queue). Measured on the H200 (bench/NOTES.md v25, graph us,
       // against copies first): MLA Hq=16 N=64 B=16 2423 vs 2549, Hq=128 19438 vs 20540, N=8 B=16 310 vs 330, N=64 b1
-      // 167.4 vs 177.2, N=8 b1 38.9 vs 39.2. The fp8 kernel widens its copies during P V (widen_next): copies first.
+      // 167.4 vs 177.2, N=8 b1 38.9 vs 39.2. The fp8 kernels issue theirs first (MLA
+      // widens them during P V, widen_next; GQA's fp8 order with the copies after S has not been measured).
       constexpr bool kCopyAfterS = !KV8;
       if (!kCopyAfterS || wgi == 1) copy_next();
       const uint32_t k_base = base + OFF_K + (unsigned(it) % ST) * OPER;
