@@ -1,4 +1,5 @@
 // The C ABI: validate, plan, dispatch. Nothing throws across it.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -103,6 +104,10 @@ FV_API fv_status fv_run(const fv_args* args, void* workspace, size_t workspace_b
                       fn, workspace_bytes, plan.total);
     if (plan.total > 0 && workspace == nullptr)
       return fv::fail(FV_ERR_NULL_POINTER, "%s: workspace is NULL but %zu bytes are needed", fn, plan.total);
+    // the kernels read and write it in 16-byte vectors (and bulk copies) at offsets the plan aligns to 256 bytes
+    if (plan.total > 0 && reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+      return fv::fail(FV_ERR_BAD_STRIDE, "%s: workspace (%p) must be 16-byte aligned (cudaMalloc's pointers are)", fn,
+                      workspace);
     if (p.device == FV_DEVICE_CPU) {
       st = fv::validate_device_data(*args, fn);
       if (st != FV_OK) return st;

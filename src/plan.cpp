@@ -175,6 +175,14 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   int impl = p.impl;
   if (impl == FV_IMPL_AUTO) impl = p.device == FV_DEVICE_CPU ? FV_IMPL_ORACLE : FV_IMPL_FAST;
   plan->impl = impl;
+  // the naive kernel's grid: one block per (request, draft slot) in x, per q head in y (CUDA's limits: 2^31 - 1 and
+  // 65535); beyond them a launch would fail or, where x wraps, leave rows unwritten
+  if (impl == FV_IMPL_NAIVE && p.device == FV_DEVICE_CUDA &&
+      (int64_t(p.batch_size) * p.max_draft > 0x7fffffff || p.num_q_heads > 65535))
+    return fail(FV_ERR_UNSUPPORTED,
+                "the naive kernel launches batch_size x max_draft (%d x %d) by num_q_heads (%d) blocks: at most "
+                "2^31 - 1 by 65535",
+                p.batch_size, p.max_draft, p.num_q_heads);
   if (impl == FV_IMPL_ORACLE || impl == FV_IMPL_NAIVE) return FV_OK;  // no workspace
 
   // every size below is a product of these: keep them far from int64's range (a wrapped product once passed the

@@ -190,7 +190,9 @@ typedef struct fv_args {
 
   const void* k_pool; /* [num_slots, Hkv, Dqk] */
   int64_t k_pool_stride_slot, k_pool_stride_head;
-  const void* v_pool; /* [num_slots, Hkv, Dv]; MLA: may be the first Dv columns of k_pool */
+  const void* v_pool; /* [num_slots, Hkv, Dv]; MLA: may be the first Dv columns of k_pool, and must be for the
+                         fast kernel (same pointer and strides, and v_draft likewise the first Dv columns of
+                         k_draft; FV_ERR_UNSUPPORTED otherwise: the oracle and the naive kernel take either) */
   int64_t v_pool_stride_slot, v_pool_stride_head;
   int64_t num_slots; /* rows in the pool (bounds checks on the CPU and in check mode) */
 
@@ -215,8 +217,8 @@ typedef struct fv_args {
   int32_t sliding_window;      /* > 0 (W): draft i of request b sits at position P_b + i and sees prefix
                                   token p iff P_b + i <= p + W, draft j iff i <= j + W (and the tree says
                                   so); <= 0 = off */
-  int32_t xai_temperature_len; /* > 0 (L): scores of draft i are multiplied by log2(P_b + i) / log2(L)
-                                  when P_b + i > L; <= 0 = off */
+  int32_t xai_temperature_len; /* >= 2 (L): scores of draft i are multiplied by log2(P_b + i) / log2(L)
+                                  when P_b + i > L; <= 0 = off; 1 is invalid (log2(1) = 0 divides) */
   const float* sinks;          /* optional [Hq] fp32: per q head, exp(sinks[h]) is added to every row's
                                   softmax denominator (the LSE includes it) of rows that see a key.
                                   The sink joins the row's maximum, so any finite sink is safe: one far
@@ -243,7 +245,9 @@ FV_API void fv_args_init(fv_args* args);
 FV_API fv_status fv_workspace_size(const fv_problem* problem, size_t* bytes);
 
 /*
- * Runs one verify call. CUDA: queued on `stream` (a cudaStream_t, NULL = legacy default stream); no
+ * Runs one verify call. `workspace`: at least fv_workspace_size() bytes, 16-byte aligned (cudaMalloc's pointers
+ * are; FV_ERR_BAD_STRIDE otherwise), NULL allowed where the size is 0. CUDA: queued on `stream` (a cudaStream_t,
+ * NULL = legacy default stream); no
  * allocation, no host synchronisation and no host read of device data, so it can be captured in a CUDA
  * graph and replayed after the lengths, indices and mask were rewritten in place. CPU: synchronous;
  * every device-side value (lengths, indices, mask) is validated first.

@@ -262,6 +262,9 @@ TEST_F(AbiFixture, InvalidEnumsAndScalars) {
   a.problem.page_size = 0;
   EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "problem.page_size (0)");
   a = good;
+  a.problem.page_size = 0;  // ignored with token slots (flashverify.h): not a divisor anywhere
+  EXPECT_EQ(run(), FV_OK) << fv_last_error();
+  a = good;
   a.problem.num_kv_splits = -2;
   EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "num_kv_splits (-2)");
   a = good;
@@ -364,6 +367,9 @@ TEST(Abi, WorkspaceOneByteShortOnCuda) {
   EXPECT_REJECTED(fv_run(&a, aligned, bytes - 1, nullptr), FV_ERR_WORKSPACE_TOO_SMALL,
                   std::to_string(bytes - 1).c_str(), std::to_string(bytes).c_str());
   EXPECT_REJECTED(fv_run(&a, nullptr, bytes, nullptr), FV_ERR_NULL_POINTER, "workspace");
+  // the kernels use 16-byte vectors in it
+  EXPECT_REJECTED(fv_run(&a, static_cast<uint8_t*>(aligned) + 8, bytes, nullptr), FV_ERR_BAD_STRIDE, "workspace",
+                  "16-byte aligned");
   EXPECT_REJECTED(fv_run(&a, aligned, bytes, nullptr), FV_ERR_NO_DEVICE, "no CUDA device");
   unsetenv("FLASHVERIFY_PLAN_DEVICE");
 }
@@ -395,6 +401,33 @@ TEST(Abi, FastPathArgumentChecksOnCuda) {
   EXPECT_REJECTED(fv_workspace_size(&a.problem, &bytes), FV_ERR_UNSUPPORTED, "FV_PROFILE_LARGE_SMEM", "sm_120");
   a.problem.profile = FV_PROFILE_AUTO;
   EXPECT_EQ(fv_workspace_size(&a.problem, &bytes), FV_OK) << fv_last_error();
+  unsetenv("FLASHVERIFY_PLAN_DEVICE");
+}
+
+// The naive kernel's grid is batch_size x max_draft blocks by num_q_heads: past CUDA's limits (2^31 - 1, 65535) it
+// is refused up front (a wrapped x once left rows unwritten with FV_OK)
+TEST(Abi, NaiveKernelGridLimits) {
+  if (fvt::gpu_unavailable_reason().empty()) GTEST_SKIP() << "a GPU is present; planned for a fake H200 only";
+  setenv("FLASHVERIFY_PLAN_DEVICE", "132,232448,233472,9,0", 1);
+  fv_problem p;
+  fv_problem_init(&p);
+  p.impl = FV_IMPL_NAIVE;
+  p.dtype = FV_DTYPE_BF16;
+  p.num_kv_heads = 1;
+  p.head_dim_qk = 128;
+  p.head_dim_v = 128;
+  size_t bytes = 1;
+  p.batch_size = 70000;  // x 65536 = 4.6e9 blocks
+  p.max_draft = 65536;
+  p.num_q_heads = 8;
+  EXPECT_REJECTED(fv_workspace_size(&p, &bytes), FV_ERR_UNSUPPORTED, "naive kernel", "70000 x 65536");
+  p.batch_size = 32767;  // 2^31 - 65536 blocks: within the limit
+  EXPECT_EQ(fv_workspace_size(&p, &bytes), FV_OK) << fv_last_error();
+  EXPECT_EQ(bytes, 0u);
+  p.batch_size = 1;
+  p.max_draft = 8;
+  p.num_q_heads = 65536;
+  EXPECT_REJECTED(fv_workspace_size(&p, &bytes), FV_ERR_UNSUPPORTED, "naive kernel", "num_q_heads (65536)");
   unsetenv("FLASHVERIFY_PLAN_DEVICE");
 }
 
