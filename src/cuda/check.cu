@@ -1,6 +1,6 @@
 // Index-checking mode (FV_FLAG_CHECK_INDICES or FLASHVERIFY_CHECK=1): before any kernel reads through
 // them, one kernel checks on the device every length, slot index, page id and parent a verify call is
-// about to follow. If any is bad, the call stops with the CPU validator's message (the first bad entry,
+// about to follow (and the sinks, whose NaN or +inf the header calls invalid). If any is bad, the call stops with the CPU validator's message (the first bad entry,
 // its request, position and value) instead of reading out of bounds.
 //
 // The check costs one kernel and one host synchronisation per call (it returns a status), so it is a
@@ -33,6 +33,8 @@ struct CheckParams {
   int64_t num_slots;
   int max_draft;
   const int32_t* woff;  // window_kv_offsets (byte mask) or null
+  const float* sinks;   // [num_q_heads] or null: NaN and +inf are bad entries
+  int num_q_heads;
 };
 
 __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_constant__ CheckParams c) {
@@ -46,7 +48,16 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
     const int64_t off = c.woff != nullptr ? c.woff[b] : 0;
     good = m0 >= 0 && off >= 0 && m1 - m0 == n * (off + plen + n);
   }
-  if (good && c.paged) good = (plen + c.page_size - 1) / c.page_size <= c.pt_stride;
+  // pages the prefix needs, ceil(plen / page_size), without the overflow of plen + page_size - 1 near INT64_MAX
+  if (good && c.paged) good = plen / c.page_size + (plen % c.page_size != 0) <= c.pt_stride;
+  if (b == 0 && blockIdx.y == 0 && c.sinks != nullptr) {  // the sinks once (they do not depend on the request)
+    unsigned bad_sinks = 0;
+    for (int h = threadIdx.x; h < c.num_q_heads; h += kCheckThreads) {
+      const float v = c.sinks[h];
+      bad_sinks += isnan(v) || v == INFINITY;
+    }
+    if (bad_sinks) atomicAdd(&g_bad_entries, bad_sinks);
+  }
   if (!good) {  // the lengths themselves are bad: nothing below may be followed
     if (threadIdx.x == 0 && blockIdx.y == 0) atomicAdd(&g_bad_entries, 1u);
     return;
@@ -183,6 +194,8 @@ fv_status cuda_check_inputs(const fv_args& a, void* stream) {
   c.num_slots = a.num_slots;
   c.max_draft = p.max_draft;
   c.woff = p.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
+  c.sinks = a.sinks;
+  c.num_q_heads = p.num_q_heads;
 
   static std::mutex mu;  // one check at a time per process: the verdict lives in one device word
   std::lock_guard<std::mutex> lock(mu);

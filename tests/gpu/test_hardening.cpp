@@ -183,13 +183,52 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     expect_reported(dp, {"negative page", FV_ERR_BAD_INDEX, {"page_table[0, 5]", "-7"}});
     put_device<int32_t>(a.page_table, cell, old_page);
 
+    // arguments other than the problem's own (a shorter page-table row, an int64 kv_indptr, sinks): the call's
+    // status must be `want` and its message must hold `needle`
+    auto expect_args_reported = [&](const char* what, const fv_args& bad, fv_status want, const std::string& needle) {
+      ++tried;
+      const fv_status st = run_checked(dp, bad);
+      const std::string msg = fv_last_error();
+      EXPECT_EQ(st, want) << what << ": " << msg;
+      EXPECT_NE(msg.find(needle), std::string::npos) << what << ": message '" << msg << "' lacks '" << needle << "'";
+      reported += st == want && msg.find(needle) != std::string::npos;
+      std::printf("[ check    ] %-40s -> %s: %s\n", what, fv_status_string(st), msg.c_str());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    };
     fv_args short_rows = a;  // request 0 (1200 tokens) needs 75 pages of 16
     short_rows.page_table_stride = 40;
-    ++tried;
-    const fv_status st = run_checked(dp, short_rows);
-    EXPECT_EQ(st, FV_ERR_BAD_INDEX) << fv_last_error();
-    reported += st == FV_ERR_BAD_INDEX;
-    std::printf("[ check    ] %-40s -> %s: %s\n", "page_table row too short", fv_status_string(st), fv_last_error());
+    expect_args_reported("page_table row too short", short_rows, FV_ERR_BAD_INDEX, "75 pages of 16");
+
+    // a prefix length near INT64_MAX (an int64 kv_indptr): its page count must not overflow into a small number
+    // that passes the check and sends the check kernel past the table's end
+    const int B = static_cast<int>(hp.kv_indptr.size()) - 1;
+    std::vector<int64_t> huge(B + 1, INT64_MAX);
+    huge[0] = 0;
+    void* huge_dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&huge_dev, huge.size() * sizeof(int64_t)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(huge_dev, huge.data(), huge.size() * sizeof(int64_t), cudaMemcpyHostToDevice), cudaSuccess);
+    fv_args huge_prefix = a;
+    huge_prefix.kv_indptr = fv_index{huge_dev, FV_INDEX_INT64, 0};
+    expect_args_reported("prefix of INT64_MAX tokens", huge_prefix, FV_ERR_BAD_INDEX, "576460752303423488 pages");
+    cudaFree(huge_dev);
+
+    // sinks: NaN and +inf are invalid (flashverify.h); -inf (no sink) and large finite values are valid
+    std::vector<float> sinks(s.hq, 0.25f);
+    float* sinks_dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&sinks_dev, sinks.size() * sizeof(float)), cudaSuccess);
+    fv_args with_sinks = a;
+    with_sinks.sinks = sinks_dev;
+    for (float bad : {NAN, INFINITY}) {
+      sinks[s.hq - 1] = bad;
+      ASSERT_EQ(cudaMemcpy(sinks_dev, sinks.data(), sinks.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+      expect_args_reported(std::isnan(bad) ? "NaN sink" : "+inf sink", with_sinks, FV_ERR_INVALID_VALUE,
+                           "sinks[" + std::to_string(s.hq - 1) + "]");
+    }
+    sinks[s.hq - 1] = -INFINITY;
+    sinks[0] = 1e30f;
+    ASSERT_EQ(cudaMemcpy(sinks_dev, sinks.data(), sinks.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(run_checked(dp, with_sinks), FV_OK) << "valid sinks: " << fv_last_error();
+    cudaFree(sinks_dev);
 
     const int64_t q1 = hp.qo_indptr[2];  // request 2 has 6 drafts
     const int32_t old_par = get_device<int32_t>(a.parents, q1 + 3);
