@@ -365,3 +365,38 @@ def test_sglang_backend_import_is_lazy():
         pytest.skip("SGLang is not installed here: the backend is exercised on the GPU machine through "
                     "../shared/tools/sglang-stubkit (scripts/device-check, stage sglang)")
     import flashverify.sglang  # noqa: F401
+
+
+def test_sglang_backend_serves_only_arguments_it_knows():
+    """The SGLang backend's argument check (flashverify._sglang_args): an argument it does not pass on to
+    flashverify must be at the Triton function's default, else the call goes to Triton."""
+    import inspect
+
+    from flashverify._sglang_args import unexpected_argument
+
+    def extend(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
+               custom_mask, is_causal, mask_indptr, max_len_extend, k_scale, v_scale, sm_scale=None, logit_cap=0.0,
+               skip_prefix_custom_mask=True, sliding_window_size=-1, sinks=None, window_kv_offsets=None,
+               xai_temperature_len=-1, lse_extend=None, skip_prefix=False, page_size=1, score_mod=None,
+               identity_kv_indices=False, config=None, **extra):
+        pass
+
+    sig = inspect.signature(extend)
+
+    def check(**overrides):
+        args = [object()] * 9 + [None, True, None, 8, 1.0, 1.0]
+        bound = sig.bind(*args, sm_scale=0.1, **overrides)
+        bound.apply_defaults()
+        return unexpected_argument(sig, bound.arguments)
+
+    assert check() is None
+    # what the backend serves, at values other than the defaults
+    assert check(logit_cap=30.0, sliding_window_size=128, sinks=object(), xai_temperature_len=4096, page_size=16) is None
+    assert check(config={"BLOCK_M": 64}) is None  # a launch hint
+    assert check(skip_prefix_custom_mask=True, identity_kv_indices=False) is None
+    assert check(skip_prefix_custom_mask=False) == "skip_prefix_custom_mask"
+    assert check(skip_prefix_custom_mask=0) == "skip_prefix_custom_mask"
+    assert check(identity_kv_indices=True) == "identity_kv_indices"
+    assert check(score_mod=lambda s: s) == "score_mod"
+    assert check(lse_extend=object()) == "lse_extend"
+    assert check(new_flag=1) == "new_flag"  # an argument this version does not know, through **extra
