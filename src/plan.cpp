@@ -100,6 +100,13 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
         cfg = &kTileConfigs[fits_two(kTileConfigs[kGqa128Bm32S3], props, p) ? kGqa128Bm32S3 : kGqa128Bm32];
       else if (rows <= 64 && p.batch_size == 1 && p.num_kv_heads == 1 && p.kv_dtype != FV_DTYPE_FP8_E4M3)
         cfg = &kTileConfigs[kGqa128Bm32];
+      else if (rows <= 64 && p.batch_size == 1 && p.num_kv_heads == 1 && env_on_unless_0("FLASHVERIFY_WGMMA") &&
+               p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqaWg128S5], props))
+        // fp8 pools, one request on one KV head: the 5-stage Hopper kernel (one CTA a multiprocessor, four steps in
+        // flight; the rows widened in shared memory as in the 2-stage kernel). H200, graph us (bench/NOTES.md v31):
+        // GQA 8/1 N=8 b1 20.9 vs 22.3 (2 stages; 16-bit pools' two 32-row tiles: 21.3), but B=4 45.3 vs 37.2 and
+        // B=16 129.5 vs 99.9, so batch 1 only
+        cfg = &kTileConfigs[kGqaWg128S5];
       else if (env_on_unless_0("FLASHVERIFY_WGMMA") && p.profile != FV_PROFILE_SMALL_SMEM &&
                fits(kTileConfigs[kGqaWg128], props))
         // the Hopper kernel (wgmma) in the 64-row tile's place on an sm_90 device whose library holds it (the

@@ -100,8 +100,9 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // modifiers, anything else takes the 64-row mma.sync tile of the same geometry, kGqa128): ~90 KB, two CTAs a
     // multiprocessor
     {kGqaWg128, "gqa128_wg_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, true, 2, 2},
-    // the same kernel with 5 stages (~186 KB, one CTA a multiprocessor; tuning alternative, forced only): four steps
-    // of K / V in flight a CTA, so that a batch-1 partition (~4 steps) is issued whole by the prologue. H200
+    // the same kernel with 5 stages (~186 KB, one CTA a multiprocessor): four steps of K / V in flight a CTA, so that a
+    // batch-1 partition (~4 steps) is issued whole by the prologue. The planner takes it for fp8 pools at batch 1 of
+    // one KV head (v31: GQA 8/1 N=8 b1 20.9 vs 22.3 us on the 2-stage kernel); for 16-bit pools it is forced only. H200
     // (bench/NOTES.md v29, graph us, x3) against the planner's tiles: GQA 8/1 N=8 b1 21.6 vs 21.9 (its steps are at the
     // memory floor, ~1.06 us for 32 KB a multiprocessor), 4/1 b1 21.3 vs 20.5, 16/2 b1 30.8 vs 29.2, 8/1 B=2 30.6 vs
     // 29.2, 32/8 b1 68.1 vs 54.8

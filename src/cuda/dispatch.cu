@@ -114,15 +114,17 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
       return launch_verify<kMlaLarge, T, MODS, KV8>(p, grid, s);
     case kGqaWg128:
     case kGqaWg128S5:
-      // the Hopper kernel for GQA d128 (2 or 5 stages) takes 16-bit pools without modifiers, and (2 stages) fp8 pools
-      // with their k_scale / v_scale but no other modifier; anything else takes the 64-row mma.sync tile, whose
-      // geometry (and so the plan) is the same
+      // the Hopper kernel for GQA d128 (2 or 5 stages) takes 16-bit pools without modifiers, and fp8 pools with their
+      // k_scale / v_scale but no other modifier; anything else takes the 64-row mma.sync tile, whose geometry (and so
+      // the plan) is the same
 #if defined(FV_HAVE_WG_KERNEL)
       if constexpr (!MODS && !KV8)
         return cfg == kGqaWg128 ? launch_verify_wg_gqa<T, 128, 2, false>(p, grid, s)
                                 : launch_verify_wg_gqa<T, 128, 5, false>(p, grid, s);
       if constexpr (KV8)
-        if (cfg == kGqaWg128 && wg_takes_fp8(p)) return launch_verify_wg_gqa<T, 128, 2, true>(p, grid, s);
+        if (wg_takes_fp8(p))
+          return cfg == kGqaWg128 ? launch_verify_wg_gqa<T, 128, 2, true>(p, grid, s)
+                                  : launch_verify_wg_gqa<T, 128, 5, true>(p, grid, s);
 #endif
       return launch_verify<kGqa128, T, MODS, KV8>(p, grid, s);
     case kGqa256Bn64: return launch_verify<kGqa256Bn64, T, MODS, KV8>(p, grid, s);

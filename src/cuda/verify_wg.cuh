@@ -81,9 +81,9 @@ namespace fv {
 // HD: the head dim, 576 (MLA: V is the first 512 columns of the K rows, one KV head) or 128 / 256 (GQA: separate V rows,
 // one KV head a CTA: blockIdx.z; 16-bit pools without modifiers, fp8 pools with their scales only: verify_wg_gqa_kernel
 // below).
-// ST: the stages (2; GQA d128 also 5, a forced-only tuning configuration: one CTA a multiprocessor with four steps of
-// K / V in flight, so that a batch-1 partition of ~4 steps is issued by the prologue; it measured even at batch 1,
-// tile_config.h). Stage it % ST holds step k_begin + it; the prologue
+// ST: the stages (2; GQA d128 also 5: one CTA a multiprocessor with four steps of K / V in flight, so that a batch-1
+// partition of ~4 steps is issued by the prologue; even at batch 1 with 16-bit pools (forced only), the planner's
+// choice for fp8 pools at batch 1 of one KV head: tile_config.h). Stage it % ST holds step k_begin + it; the prologue
 // issues ST - 1 steps (one cp.async group each, Q in the first), every step the next one into the stage the previous
 // step held and waits for its own group with ST - 2 younger ones in flight.
 template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2>
@@ -91,7 +91,7 @@ struct VerifyWg {
   static constexpr bool MLA = HD == 576;
   static_assert(MLA || HD == 128 || HD == 256, "MLA 576 / 512 or GQA d128 / d256");
   static_assert(MLA || !PROD, "GQA: fp8 pools widened by the compute warps (no producer warpgroups)");
-  static_assert(ST == 2 || (HD == 128 && !KV8), "more than 2 stages: the GQA d128 kernel only");
+  static_assert(ST == 2 || HD == 128, "more than 2 stages: the GQA d128 kernel only");
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
   static_assert(!F16 || (PROD && std::is_same<T, __nv_bfloat16>::value), "F16: the bf16 models' producer kernel");
   using M = std::conditional_t<F16, __half, T>;  // the products' operand type
@@ -549,7 +549,7 @@ struct VerifyWg {
         cp_async_wait<ST - 2>();  // this step's group (ST - 2 younger ones may be in flight)
         // KV8: a segment's first step widens here; the others were widened during the previous step's P V
         if constexpr (KV8)
-          if (!kWidenEarly || it == 0) widen_rows(s, step, smem + OFF_K + (it & 1) * OPER);
+          if (!kWidenEarly || it == 0) widen_rows(s, step, smem + OFF_K + (unsigned(it) % ST) * OPER);
         wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
         __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
       }

@@ -207,7 +207,17 @@ TEST(Plan, GqaD128BatchOneTakesTwo32RowTiles) {
   fv::DeviceProps h200_wg = kH200;
   h200_wg.wg_kernel = true;
   ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kGqaWg128S5);  // fp8 pools at batch 1 of one KV head: the 5-stage Hopper kernel
+  EXPECT_EQ(plan.ctas_per_sm, 1);
+  {
+    const fvt::ScopedEnv off("FLASHVERIFY_WGMMA", "0");
+    ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+    EXPECT_EQ(plan.cfg->id, fv::kGqa128);
+  }
+  g.batch_size = 2;  // ... not at batch 2
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
   EXPECT_EQ(plan.cfg->id, fv::kGqaWg128);
+  g.batch_size = 1;
   g.kv_dtype = 0;
   g.max_draft = 4;  // 32 rows: the 3-stage 32-row tile where two CTAs fit
   ASSERT_EQ(fv::make_plan(g, kH200, &plan), FV_OK);

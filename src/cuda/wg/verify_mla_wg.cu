@@ -14,6 +14,8 @@ template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 5, false>(const Ve
 template cudaError_t launch_verify_wg_gqa<__half, 128, 5, false>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 2, true>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__half, 128, 2, true>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 5, true>(const VerifyParams&, dim3, cudaStream_t);
+template cudaError_t launch_verify_wg_gqa<__half, 128, 5, true>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 256, 2, false>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__half, 256, 2, false>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 256, 2, true>(const VerifyParams&, dim3, cudaStream_t);
