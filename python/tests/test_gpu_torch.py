@@ -25,9 +25,14 @@ def sglang_extend_or_none():
     return _import_extend() if os.path.isdir(os.path.join(KERNELS, "sglang")) else None
 
 
-def skip_triton_half():
-    pytest.skip(f"flashverify matched the float64 oracle; the comparison with SGLang's Triton kernel needs its "
-                f"kernels extracted at {KERNELS} (../shared/tools/extract-sglang-kernels)")
+def check_oracle_half(out, ref, extend):
+    """flashverify's output against the float64 oracle; then a skip (with the reason) unless SGLang's kernel
+    is here for the comparison with it that follows."""
+    assert not torch.isnan(out).any()
+    assert rel(out, ref) <= 1e-2, rel(out, ref)
+    if extend is None:
+        pytest.skip(f"flashverify matched the float64 oracle; the comparison with SGLang's Triton kernel needs its "
+                    f"kernels extracted at {KERNELS} (../shared/tools/extract-sglang-kernels)")
 
 
 def _import_extend():
@@ -174,10 +179,7 @@ def test_matches_sglang_triton_extend(case):
     flashverify.verify_attention(*sb.fv_inputs(), custom_mask=sb.custom_mask, mask_indptr=sb.mask_indptr,
                                  sm_scale=sb.sm_scale, max_draft=sb.n, workspace=sb.workspace(), out=out)
     torch.cuda.synchronize()
-    assert not torch.isnan(out).any()
-    assert rel(out, ref) <= 1e-2, rel(out, ref)
-    if extend is None:
-        skip_triton_half()
+    check_oracle_half(out, ref, extend)
     tri = sb.run_triton(extend)
     e_fv, e_tri, e_between = rel(out, ref), rel(tri, ref), rel(out, tri)
     print(f"case {case}: flashverify {e_fv:.2e}, triton {e_tri:.2e}, between {e_between:.2e}")
@@ -261,10 +263,7 @@ def test_score_modifiers_match_sglang_triton(feature, mla):
     if woff is not None:
         mods["window_kv_offsets"] = woff
     ref = oracle_with_modifiers(sb, **mods)
-    assert not torch.isnan(out).any()
-    assert rel(out, ref) <= 1e-2, rel(out, ref)
-    if extend is None:
-        skip_triton_half()
+    check_oracle_half(out, ref, extend)
     tri = torch.empty_like(out)
     extend(sb.q, sb.k_extend, sb.v_extend, tri, sb.k_buffer, sb.v_buffer, sb.qo_indptr, sb.kv_indptr, sb.kv_indices,
            sb.custom_mask, True, sb.mask_indptr, sb.n, ks, vs, sb.sm_scale, logit_cap=cap,
@@ -299,10 +298,7 @@ def test_fp8_kv_cache_matches_sglang_triton(mla):
                                  k_scale=ks, v_scale=vs)
     torch.cuda.synchronize()
     ref = oracle_with_modifiers(sb, k_scale=ks, v_scale=vs)  # the cache decoded to float32 on the host
-    assert not torch.isnan(out).any()
-    assert rel(out, ref) <= 1e-2, rel(out, ref)
-    if extend is None:
-        skip_triton_half()
+    check_oracle_half(out, ref, extend)
     tri = torch.empty_like(out)
     extend(sb.q, sb.k_extend, sb.v_extend, tri, sb.k_buffer, sb.v_buffer, sb.qo_indptr, sb.kv_indptr, sb.kv_indices,
            sb.custom_mask, True, sb.mask_indptr, sb.n, ks, vs, sb.sm_scale)
