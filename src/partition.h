@@ -29,6 +29,10 @@ FV_HD int window_skip_steps(int64_t prefix_len, int window, int block_n) {
   return static_cast<int>((prefix_len - window) / block_n);
 }
 
+// Pages a prefix of plen tokens needs, ceil(plen / page_size), without the overflow of plen + page_size - 1 near
+// INT64_MAX (the CPU validator and the device check both count them)
+FV_HD int64_t prefix_pages(int64_t plen, int page_size) { return plen / page_size + (plen % page_size != 0); }
+
 // Partitions actually used: at most `num_parts` (the grid), at most one per `min_part_cost` units of
 // work, and at least 1. With parts <= total no partition between two steps of a request is empty.
 FV_HD int effective_parts(int num_parts, int64_t total, int min_part_cost) {

@@ -84,6 +84,10 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
     return &small;
   }
   const TileConfig* cfg = nullptr;
+  // a GQA Hopper kernel is wanted and fits: FLASHVERIFY_WGMMA=0 keeps the mma.sync tiles, the 99 KB profile too
+  auto hopper = [&](int id) {
+    return env_on_unless_0("FLASHVERIFY_WGMMA") && p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[id], props);
+  };
   switch (p.head_dim_qk) {
     case 64: cfg = &kTileConfigs[kGqa64]; break;
     case 128: {
@@ -96,19 +100,18 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
       // 8/1 B=2 30.7 vs 29.6, B=4 47.3 vs 39.1, B=16 145 vs 105; and not with fp8 pools (25.9 vs 24.5: the 64-row
       // tile widens in shared memory, the 32-row one in registers)
       const int rows = (p.num_q_heads / p.num_kv_heads) * p.max_draft;
+      const bool one_head_b1 = rows <= 64 && p.batch_size == 1 && p.num_kv_heads == 1;
       if (rows <= 32)
         cfg = &kTileConfigs[fits_two(kTileConfigs[kGqa128Bm32S3], props, p) ? kGqa128Bm32S3 : kGqa128Bm32];
-      else if (rows <= 64 && p.batch_size == 1 && p.num_kv_heads == 1 && p.kv_dtype != FV_DTYPE_FP8_E4M3)
+      else if (one_head_b1 && p.kv_dtype != FV_DTYPE_FP8_E4M3)
         cfg = &kTileConfigs[kGqa128Bm32];
-      else if (rows <= 64 && p.batch_size == 1 && p.num_kv_heads == 1 && env_on_unless_0("FLASHVERIFY_WGMMA") &&
-               p.profile != FV_PROFILE_SMALL_SMEM && fits(kTileConfigs[kGqaWg128S5], props))
+      else if (one_head_b1 && hopper(kGqaWg128S5))
         // fp8 pools, one request on one KV head: the 5-stage Hopper kernel (one CTA a multiprocessor, four steps in
         // flight; the rows widened in shared memory as in the 2-stage kernel). H200, graph us (bench/NOTES.md v31):
         // GQA 8/1 N=8 b1 20.9 vs 22.3 (2 stages; 16-bit pools' two 32-row tiles: 21.3), but B=4 45.3 vs 37.2 and
         // B=16 129.5 vs 99.9, so batch 1 only
         cfg = &kTileConfigs[kGqaWg128S5];
-      else if (env_on_unless_0("FLASHVERIFY_WGMMA") && p.profile != FV_PROFILE_SMALL_SMEM &&
-               fits(kTileConfigs[kGqaWg128], props))
+      else if (hopper(kGqaWg128))
         // the Hopper kernel (wgmma) in the 64-row tile's place on an sm_90 device whose library holds it (the
         // dispatcher keeps the mma.sync tile, whose plan is the same, for score modifiers other than fp8 pools' scales).
         // H200, graph us, against the mma.sync tile (bench/NOTES.md v28): GQA 8/1 N=8 B=16 95.3 vs 105.0, N=32 B=16
@@ -128,8 +131,7 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
       // 251.8, 16/2 B=16 281.9 vs 474.1, 8/1 b1 27.8 vs 40.2 (the 64-key mma.sync tile: 191.8, 359.1, 29.2); fp8
       // pools against the 64-key mma.sync tile (v30): B=16 171.3 vs 283.3, b1 27.0 vs 34.2.
       // FLASHVERIFY_WGMMA=0 keeps the tiles below.
-      if (env_on_unless_0("FLASHVERIFY_WGMMA") && p.profile != FV_PROFILE_SMALL_SMEM &&
-          fits(kTileConfigs[kGqaWg256], props)) {
+      if (hopper(kGqaWg256)) {
         cfg = &kTileConfigs[kGqaWg256];
         break;
       }

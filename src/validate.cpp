@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common.h"
+#include "partition.h"
 
 namespace fv {
 namespace {
@@ -256,9 +257,8 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
   for (int b = 0; b < B; ++b) {
     const int64_t qo0 = index_at(a.qo_indptr, b), n = index_at(a.qo_indptr, b + 1) - qo0;
     const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;
-    // pages a prefix needs, ceil(plen / page_size), without the overflow of plen + page_size - 1 near INT64_MAX (page
-    // tables only: with token slots page_size is ignored and may be 0)
-    const int64_t pages = p.kv_addressing == FV_KV_PAGE_TABLE ? plen / p.page_size + (plen % p.page_size != 0) : 0;
+    // (page tables only: with token slots page_size is ignored and may be 0)
+    const int64_t pages = p.kv_addressing == FV_KV_PAGE_TABLE ? prefix_pages(plen, p.page_size) : 0;
     if (p.kv_addressing == FV_KV_PAGE_TABLE && pages > a.page_table_stride)
       return fail(FV_ERR_BAD_INDEX, "%s: request %d's prefix (%" PRId64 " tokens) needs %" PRId64
                   " pages of %d, more than a page_table row holds (page_table_stride %" PRId64 ")", fn, b, plen,

@@ -1,7 +1,8 @@
 // Index-checking mode (FV_FLAG_CHECK_INDICES or FLASHVERIFY_CHECK=1): before any kernel reads through
 // them, one kernel checks on the device every length, slot index, page id and parent a verify call is
-// about to follow (and the sinks, whose NaN or +inf the header calls invalid). If any is bad, the call stops with the CPU validator's message (the first bad entry,
-// its request, position and value) instead of reading out of bounds.
+// about to follow (and the sinks, whose NaN or +inf the header calls invalid). If any is bad, the call stops
+// with the CPU validator's message (the first bad entry, its request, position and value) instead of reading out
+// of bounds.
 //
 // The check costs one kernel and one host synchronisation per call (it returns a status), so it is a
 // debugging / hardening mode: off by default, and refused under CUDA-graph capture.
@@ -14,6 +15,7 @@
 #include "common.h"
 #include "cuda/launch.h"
 #include "cuda/params.cuh"
+#include "partition.h"
 
 namespace fv {
 namespace {
@@ -48,8 +50,7 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
     const int64_t off = c.woff != nullptr ? c.woff[b] : 0;
     good = m0 >= 0 && off >= 0 && m1 - m0 == n * (off + plen + n);
   }
-  // pages the prefix needs, ceil(plen / page_size), without the overflow of plen + page_size - 1 near INT64_MAX
-  if (good && c.paged) good = plen / c.page_size + (plen % c.page_size != 0) <= c.pt_stride;
+  if (good && c.paged) good = prefix_pages(plen, c.page_size) <= c.pt_stride;
   if (b == 0 && blockIdx.y == 0 && c.sinks != nullptr) {  // the sinks once (they do not depend on the request)
     unsigned bad_sinks = 0;
     for (int h = threadIdx.x; h < c.num_q_heads; h += kCheckThreads) {

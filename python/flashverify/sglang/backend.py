@@ -282,7 +282,7 @@ def shadow_errors(o: torch.Tensor, ref: torch.Tensor):
     r = ref.float().reshape(o.shape[0], -1)
     r_rows = r.norm(dim=1)
     whole = d.norm() / r.norm().clamp_min(1e-30)
-    floor = (r_rows.max() * 1e-6).clamp_min(1e-30) if r_rows.numel() else torch.ones((), device=o.device)
-    rows = (d.norm(dim=1) / torch.maximum(r_rows, floor)).max() if r_rows.numel() else torch.zeros((), device=o.device)
+    floor = (r_rows.max() * 1e-6).clamp_min(1e-30)
+    rows = (d.norm(dim=1) / torch.maximum(r_rows, floor)).max()
     both = torch.stack([whole, rows]).tolist()
     return both[0], both[1]
