@@ -32,6 +32,8 @@
 // (EPI_BULK below).
 #pragma once
 
+#include <utility>
+
 #include <cstdint>
 
 #include "verify.cuh"
@@ -86,6 +88,11 @@ namespace fv {
 // choice for fp8 pools at batch 1 of one KV head: tile_config.h). Stage it % ST holds step k_begin + it; the prologue
 // issues ST - 1 steps (one cp.async group each, Q in the first), every step the next one into the stage the previous
 // step held and waits for its own group with ST - 2 younger ones in flight.
+// FV_GQA8_RING (an experiment switch, off: bench/NOTES.md v32): RING below for the 2-stage fp8 GQA kernels, bit 0 d128,
+// bit 1 d256 (-DFV_GQA8_RING=1 in an ab-build variant)
+#ifndef FV_GQA8_RING
+#define FV_GQA8_RING 0
+#endif
 template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2>
 struct VerifyWg {
   static constexpr bool MLA = HD == 576;
@@ -101,7 +108,7 @@ struct VerifyWg {
   using RowIdx = typename V::RowIdx;
   static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
-  static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7;
+  static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7, BAR_S = 10;
   // 16-bit pools: the partial rows leave through shared memory, one bulk copy (cp.async.bulk) a row, instead of 64
   // 8-byte stores a thread (each a 32-byte sector of 8 rows). H200, graph µs, against the stores (bench/NOTES.md v27):
   // N=64 B=16 -2.5%, N=8 B=16 P=256K -1.4%, P=32K -0.6%, b1 even. Not in the fp8 kernels: the producer kernel's compute
@@ -123,7 +130,22 @@ struct VerifyWg {
   static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
   static constexpr uint32_t QOPER = KT * TILE;           // Q
   static constexpr uint32_t OPER = (KT + VT) * TILE;     // one stage: K rows (GQA: and V rows)
-  static constexpr uint32_t OFF_Q = 0, OFF_K = QOPER, OFF_P = OFF_K + ST * OPER, OFF_STATS = OFF_P + TILE;
+  // RING (fp8 GQA pools, the 2-stage kernels; off unless FV_GQA8_RING says so): the prefix rows land as fp8 bytes in RR
+  // raw stages, two steps ahead, and the next step is widened off this step's chain: K (one stage) by warpgroup 1 while
+  // warpgroup 0 does the softmax (after S: barrier BAR_S), V (two stages: this step's P V reads one while the next
+  // step's rows are widened into the other) by warpgroup 0 while its P V runs. Each thread copies and widens the same
+  // raw chunks (16 bytes of a row), so no barrier guards the raw stages. Draft rows (model dtype) and zeros are copied
+  // straight into the widened stages when their step is prepared (tail steps only). H200, GQA 8/1 d128 N=8 P=32K, graph
+  // us against the default path (bench/NOTES.md v32): B=16 bf16 model 97.2 vs 99.8, fp16 model 92.1 vs 98.8 (16-bit
+  // pools: 95.0-95.6), B=4 38.0 vs 37.0; warpgroup 1 widening V's upper half as well: d256 B=16 199.6 vs 172.6.
+  static constexpr int RR = 2;
+  static constexpr bool RING = KV8 && !MLA && ST == 2 && (FV_GQA8_RING & (HD == 128 ? 1 : 2)) != 0;
+  static constexpr uint32_t RAW_TILE = 64 * 64;             // a tile's fp8 bytes: 64 rows x 64 values, row-major
+  static constexpr uint32_t RAW_STAGE = (KT + VT) * RAW_TILE;
+  static constexpr uint32_t OFF_Q = 0, OFF_K = QOPER, OFF_V = OFF_K + KT * TILE,  // (OFF_V: RING only)
+      OFF_RAW = OFF_K + (RING ? (KT + 2 * VT) * TILE : ST * OPER), OFF_P = OFF_RAW + (RING ? RR * RAW_STAGE : 0),
+      OFF_STATS = OFF_P + TILE;
+  static constexpr uint32_t RING_EXTRA = OFF_P - (OFF_K + ST * OPER);  // over the planner's figure (tile_config.h)
   // statistics: rescale factors, row sums, row maxima, (F16) Q's row factors 2^-e
   static constexpr uint32_t SMEM = OFF_STATS + 4 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
   static_assert(BM * EPI_ROW <= OFF_P, "the staged partial rows fit Q's and the stages' space");
@@ -131,9 +153,10 @@ struct VerifyWg {
                 "the mma.sync tile's geometry (its row fetch is reused)");
   static_assert(V::KCopy::TPR == 8 && V::KCopy::RP == 32 && V::KCopy::PASSES == 2, "row mapping of fetch_rows");
   static_assert(SMEM + 512 <= 232448, "sm_90's shared memory per block (with the static plan buffer)");
+  static_assert(!(HD == 128 && ST == 2) || 2 * (SMEM + 1024 + 512) <= 233472, "two CTAs a multiprocessor");
   static constexpr int CFG = MLA ? kMlaWg : HD == 256 ? kGqaWg256 : ST == 2 ? kGqaWg128 : kGqaWg128S5;
   static_assert(kTileConfigs[CFG].stages == ST, "the planner's configuration has these stages");
-  static_assert(SMEM <= kTileConfigs[CFG].smem_bytes() + 1024,
+  static_assert(SMEM - RING_EXTRA <= kTileConfigs[CFG].smem_bytes() + 1024,
                 "the planner's figure (tile_config.h) covers it");
 
   // Key rows of `step` into a stage: thread (r0 = tid / 8, c0 = tid % 8) copies chunks 8 c + c0 (c < KT) of
@@ -223,6 +246,154 @@ struct VerifyWg {
         *reinterpret_cast<uint4*>(slot) = o;
       }
     }
+  }
+
+  // ---- RING. A thread (t = its index in its warpgroup) handles 16-byte raw chunk q = t % 4 of rows t / 4 and t / 4
+  // + 32 of each of its warpgroup's tiles (ring_mine: warpgroup 0 V's, warpgroup 1 K's). Tile c of a row lies at c *
+  // RAW_TILE + 64 row in a raw stage (8 threads: 128 contiguous bytes) and widens to chunks 2 q and 2 q + 1 of the row's
+  // SW128 row (8 threads: 8 distinct bank groups). Tile offsets are immediates (static_for): computed a chunk, the
+  // compiler kept them across the step loop and spilled.
+  template <class F, int... I>
+  __device__ __forceinline__ static void static_for_impl(F&& f, std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>{}), ...);
+  }
+  template <int N, class F>
+  __device__ __forceinline__ static void static_for(F&& f) {
+    static_for_impl(f, std::make_integer_sequence<int, N>{});
+  }
+  template <uint32_t DOFF, uint32_t SOFF>
+  __device__ __forceinline__ static void copy_raw16(uint32_t dst, const uint8_t* src, bool a16) {
+    if (a16) {
+      asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(dst), "l"(src), "n"(DOFF), "n"(SOFF));
+    } else {  // 8-byte aligned rows (the fp8 kernels' requirement)
+      asm volatile("cp.async.ca.shared.global [%0+%2], [%1+%3], 8;\n" ::"r"(dst), "l"(src), "n"(DOFF), "n"(SOFF));
+      asm volatile("cp.async.ca.shared.global [%0+%2], [%1+%3], 8;\n" ::"r"(dst), "l"(src), "n"(DOFF + 8), "n"(SOFF + 8));
+    }
+  }
+  __device__ static int ring_q() { return threadIdx.x % 4; }
+  __device__ static int ring_row() { return (threadIdx.x % 128) / 4; }
+  __device__ static void ring_fetch(const VerifyParams& p, const Seg& s, int step, int64_t (&ri)[2]) {
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) ri[pass] = V::row_index(p, s, step * BN + ring_row() + 32 * pass);
+  }
+  // warpgroup WG's tiles
+  template <int WG>
+  __device__ static constexpr bool ring_mine(int c) { return WG == 0 ? c >= KT : c < KT; }
+  // the thread's tiles (warpgroup WG's) of its prefix rows of `step` into the raw stage at r_base
+  template <int WG>
+  __device__ static void ring_issue(const VerifyParams& p, const Seg& s, int step, const int64_t (&ri)[2],
+                                    uint32_t r_base, int hk) {
+    const int q = ring_q(), r = ring_row();
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int pos = step * BN + r + 32 * pass;
+      if (pos >= s.plen) continue;
+      const int64_t slot = p.paged ? ri[pass] * p.page_size + pos % p.page_size : ri[pass];
+      const uint8_t* k8 =
+          static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot + hk * p.k_pool_stride_head + 16 * q;
+      const uint8_t* v8 =
+          static_cast<const uint8_t*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head + 16 * q;
+      const uint32_t dst = r_base + 64 * (r + 32 * pass) + 16 * q;
+      static_for<KT + VT>([&](auto i) {
+        constexpr int c = decltype(i)::value;
+        if constexpr (ring_mine<WG>(c)) {
+          if constexpr (c < KT) copy_raw16<c * RAW_TILE, 64 * c>(dst, k8, p.kv8_a16);
+          else copy_raw16<c * RAW_TILE, 64 * (c - KT)>(dst, v8, p.kv8_a16);
+        }
+      });
+    }
+  }
+  // ... widened from the raw stage at r_base into K at k_w and V at v_w (prefix rows; the others: ring_tail)
+  template <int WG>
+  __device__ static void ring_widen(const Seg& s, int step, uint32_t r_base, uint32_t k_w, uint32_t v_w) {
+    const int q = ring_q(), r = ring_row();
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int row = r + 32 * pass;
+      if (step * BN + row >= s.plen) continue;
+      const uint32_t src = r_base + 64 * row + 16 * q;
+      uint4 w[KT + VT];
+      static_for<KT + VT>([&](auto i) {
+        constexpr int c = decltype(i)::value;
+        if constexpr (ring_mine<WG>(c)) {
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];\n"
+                       : "=r"(w[i].x), "=r"(w[i].y), "=r"(w[i].z), "=r"(w[i].w)
+                       : "r"(src), "n"(c * RAW_TILE));
+        }
+      });
+      const uint32_t o0 = wg::sw128_offset(row, 2 * q), o1 = wg::sw128_offset(row, 2 * q + 1);
+      static_for<KT + VT>([&](auto i) {
+        constexpr int c = decltype(i)::value;
+        if constexpr (ring_mine<WG>(c)) {
+          const uint32_t t = c < KT ? k_w : v_w;
+          constexpr uint32_t off = (c < KT ? c : c - KT) * TILE;
+          uint4 lo, hi;
+          e4m3x16_to<T>(w[i], lo, hi);
+          asm volatile("st.shared.v4.b32 [%0+%1], {%2, %3, %4, %5};\n" ::"r"(t + o0), "n"(off), "r"(lo.x), "r"(lo.y),
+                       "r"(lo.z), "r"(lo.w));
+          asm volatile("st.shared.v4.b32 [%0+%1], {%2, %3, %4, %5};\n" ::"r"(t + o1), "n"(off), "r"(hi.x), "r"(hi.y),
+                       "r"(hi.z), "r"(hi.w));
+        }
+      });
+    }
+  }
+  // ... the thread's rows past the prefix (draft rows in the model dtype, zeros past the request) straight into K / V
+  template <int WG>
+  __device__ static void ring_tail(const VerifyParams& p, const Seg& s, int step, uint32_t k_w, uint32_t v_w, int hk) {
+    const int q = ring_q(), r = ring_row();
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int row = r + 32 * pass;
+      const int pos = step * BN + row;
+      if (pos < s.plen) continue;
+      const T* ksrc = static_cast<const T*>(p.k_pool);  // any valid address when zero-filling
+      const T* vsrc = static_cast<const T*>(p.v_pool);
+      int bytes = 0;
+      if (pos < s.len) {
+        ksrc = static_cast<const T*>(p.k_draft) + (s.qo0 + (pos - s.plen)) * p.k_draft_stride_token +
+               hk * p.k_draft_stride_head;
+        vsrc = static_cast<const T*>(p.v_draft) + (s.qo0 + (pos - s.plen)) * p.v_draft_stride_token +
+               hk * p.v_draft_stride_head;
+        bytes = 16;
+      }
+      const uint32_t o0 = wg::sw128_offset(row, 2 * q), o1 = wg::sw128_offset(row, 2 * q + 1);
+      static_for<KT + VT>([&](auto i) {
+        constexpr int c = decltype(i)::value;
+        if constexpr (ring_mine<WG>(c)) {
+          const uint32_t t = (c < KT ? k_w + c * TILE : v_w + (c - KT) * TILE);
+          const T* src = (c < KT ? ksrc + 64 * c : vsrc + 64 * (c - KT)) + 16 * q;
+          cp_async_16(t + o0, src, bytes);
+          cp_async_16(t + o1, src + 8, bytes);
+        }
+      });
+    }
+  }
+  // step k_begin + it of the segment, the thread's tiles: wait for its raw rows, widen them into K and V stage it & 1,
+  // copy the tail rows (and wait for them), then refill the raw stage with step + RR's rows (ri, then the next indices)
+  template <int WG>
+  __device__ static void ring_prepare(const VerifyParams& p, const Seg& s, int it, int64_t (&ri)[2], uint32_t base,
+                                      int hk) {
+    const int step = s.k_begin + it;
+    const uint32_t r_base = base + OFF_RAW + (unsigned(it) % RR) * RAW_STAGE;
+    const uint32_t k_w = base + OFF_K, v_w = base + OFF_V + (unsigned(it) & 1) * (VT * TILE);
+    cp_async_wait<RR - 1>();  // step's raw rows (the next step's group may be in flight)
+    ring_widen<WG>(s, step, r_base, k_w, v_w);
+    if ((step + 1) * BN > s.plen) {
+      // a tail step: the later steps have no prefix rows (their groups are empty), so waiting for every group waits
+      // for these copies
+      ring_tail<WG>(p, s, step, k_w, v_w, hk);
+      cp_async_commit();
+      cp_async_wait<0>();
+    }
+    const int next = step + RR;
+    if (next < s.k_end) ring_issue<WG>(p, s, next, ri, r_base, hk);
+    cp_async_commit();
+    if (next + 1 < s.k_end) ring_fetch(p, s, next + 1, ri);
+  }
+  __device__ static void ring_prepare_wg(const VerifyParams& p, const Seg& s, int it, int64_t (&ri)[2], uint32_t base,
+                                         int hk, int wgi) {
+    if (wgi == 0) ring_prepare<0>(p, s, it, ri, base, hk);
+    else ring_prepare<1>(p, s, it, ri, base, hk);
   }
 
   // KV8, early widening (MLA): while this step's P V runs on the tensor cores, wait for the next step's copies (the
@@ -447,9 +618,12 @@ struct VerifyWg {
 
   // A warpgroup's P V: O (its NB column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
   // tile nb and key step kk; fp8 MLA: the next step's rows are widened while the wgmmas run (widen_next)
-  template <class Mma>
+  struct NoOp {
+    __device__ void operator()() const {}
+  };
+  template <class Mma, class During = NoOp>
   __device__ __forceinline__ static void pv(const Seg& s, int step, int it, uint8_t* smem, float (&o)[NB][32],
-                                            float a0, float a1, Mma&& mma) {
+                                            float a0, float a1, Mma&& mma, During&& during = During{}) {
     rescale(o, a0, a1);
     fence_operands(o);
     wg::fence();
@@ -459,6 +633,7 @@ struct VerifyWg {
       for (int kk = 0; kk < 4; ++kk) mma(nb, kk);
     wg::commit();
     widen_next(s, step, it, smem);
+    during();  // (RING: warpgroup 0 prepares its tiles of the next step)
     wg::wait<0>();
     fence_operands(o);
   }
@@ -481,8 +656,26 @@ struct VerifyWg {
     // for it the device-checked 2-stage kernels' sm_90a SASS changes (v29 review, local comparison), so they keep theirs
     load_q(p, s, m_tile, q_base, hk);
     RowIdx ri;
+    [[maybe_unused]] int64_t rri[2];  // RING: the thread's rows' slot indices, a step ahead of their copies
     if constexpr (PROD) {
       cp_async_commit();  // Q (the producers copy the rows)
+    } else if constexpr (RING) {
+      // steps 0 .. RR - 1: the slot indices (independent loads), then the thread's raw rows, a group each (Q in the
+      // first); step 0 is prepared here, the others by the step before them
+      int64_t first[RR][2];
+#pragma unroll
+      for (int j = 0; j < RR; ++j)
+        if (s.k_begin + j < s.k_end) ring_fetch(p, s, s.k_begin + j, first[j]);
+#pragma unroll
+      for (int j = 0; j < RR; ++j) {
+        if (s.k_begin + j < s.k_end) {
+          if (wgi == 0) ring_issue<0>(p, s, s.k_begin + j, first[j], base + OFF_RAW + j * RAW_STAGE, hk);
+          else ring_issue<1>(p, s, s.k_begin + j, first[j], base + OFF_RAW + j * RAW_STAGE, hk);
+        }
+        cp_async_commit();
+      }
+      if (s.k_begin + RR < s.k_end) ring_fetch(p, s, s.k_begin + RR, rri);
+      if (s.k_begin < s.k_end) ring_prepare_wg(p, s, 0, rri, base, hk, wgi);
     } else if constexpr (ST == 2) {
       if (s.k_begin < s.k_end) {
         V::fetch_rows(p, s, s.k_begin, ri);
@@ -545,6 +738,9 @@ struct VerifyWg {
           if (it == 0)
 #pragma unroll
             for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
+      } else if constexpr (RING) {
+        wg::fence_proxy_async();  // the thread's widened rows and tail copies, for the tensor cores' reads
+        __syncthreads();          // (W) the step's rows; every warp done with the previous P and V stage
       } else {
         cp_async_wait<ST - 2>();  // this step's group (ST - 2 younger ones may be in flight)
         // KV8: a segment's first step widens here; the others were widened during the previous step's P V
@@ -561,7 +757,7 @@ struct VerifyWg {
       // (!PROD) this thread's rows of step + ST - 1 into the stage of the previous step, which every warp is done
       // with (W)
       auto copy_next = [&]() {
-        if constexpr (!PROD) {
+        if constexpr (!PROD && !RING) {
           const int next = step + ST - 1;
           if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
           cp_async_commit();
@@ -575,7 +771,9 @@ struct VerifyWg {
       // widens them during P V, widen_next; GQA's fp8 order with the copies after S has not been measured).
       constexpr bool kCopyAfterS = !KV8;
       if (!kCopyAfterS || wgi == 1) copy_next();
-      const uint32_t k_base = base + OFF_K + (unsigned(it) % ST) * OPER;
+      const uint32_t k_base = base + OFF_K + (RING ? 0u : (unsigned(it) % ST) * OPER);
+      [[maybe_unused]] const uint32_t v_base = base + OFF_V + (unsigned(it) & 1) * (VT * TILE);  // RING
+      [[maybe_unused]] const bool more = step + 1 < s.k_end;
 
       if (wgi == 0) {
         // ---- S = Q K^T
@@ -592,6 +790,7 @@ struct VerifyWg {
         if (kCopyAfterS) copy_next();
         wg::wait<0>();
         wg::fence_operands(acc);
+        if constexpr (RING) named_arrive(BAR_S);  // K is free: warpgroup 1 widens the next step's K
 
         // ---- scale; mask keys past the request and draft keys outside the tree
         const bool tail = (step + 1) * BN > s.plen;
@@ -639,6 +838,10 @@ struct VerifyWg {
           m_run[h] = m_new;
         }
         uint32_t a[4][4];  // P as the A operand of the 4 key steps: n-tile 2 kk -> a0, a1; 2 kk + 1 -> a2, a3
+        // RING: the P tile's 16 store addresses are recomputed here every step (the empty asm hides that p_base is
+        // loop-invariant); hoisted out of the step loop they were spilled and reloaded every step
+        uint32_t pst = p_base;
+        if constexpr (RING) asm volatile("" : "+r"(pst));
         if constexpr (PROD)
           if (it > 0) named_sync(BAR_PFREE);  // warpgroup 1 is done with the previous P and rescale factors
 #pragma unroll
@@ -661,8 +864,8 @@ struct VerifyWg {
           a[j / 2][2 * (j % 2)] = w0;
           a[j / 2][2 * (j % 2) + 1] = w1;
           // the P tile (SW128, rows x keys) for warpgroup 1: keys 8 j + 2 t4 are bytes 4 t4 of chunk j
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + wg::sw128_offset(row_of[0], j) + 4 * t4), "r"(w0));
-          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_base + wg::sw128_offset(row_of[1], j) + 4 * t4), "r"(w1));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pst + wg::sw128_offset(row_of[0], j) + 4 * t4), "r"(w0));
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pst + wg::sw128_offset(row_of[1], j) + 4 * t4), "r"(w1));
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -673,17 +876,30 @@ struct VerifyWg {
         named_arrive(BAR_P);      // P and the rescale factors are in shared memory
 
         // ---- O[:, 0:DV/2] = O * alpha + P V (P from registers)
-        pv(s, step, it, smem, o, alpha[0], alpha[1], [&](int nb, int kk) {
-          wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(k_base + (VT0 + nb) * TILE + 2048 * kk, TILE, 1024));
-        });
+        auto during = [&]() {
+          if constexpr (RING)
+            if (more) ring_prepare<0>(p, s, it + 1, rri, base, hk);
+        };
+        pv(
+            s, step, it, smem, o, alpha[0], alpha[1],
+            [&](int nb, int kk) {
+              const uint32_t vt = RING ? v_base + nb * TILE : k_base + (VT0 + nb) * TILE;
+              wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(vt + 2048 * kk, TILE, 1024));
+            },
+            during);
         if constexpr (PROD)
           if (step + 2 < s.k_end) named_arrive<EMPTY_THREADS>(BAR_EMPTY + (it & 1));  // the producers refill the stage
       } else {
+        if constexpr (RING) {
+          named_sync(BAR_S);  // warpgroup 0's S is done with K
+          if (more) ring_prepare<1>(p, s, it + 1, rri, base, hk);
+        }
         named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, DV/2:DV] = O * alpha + P V (P from the P tile)
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
+          const uint32_t vt = RING ? v_base + (NB + nb) * TILE : k_base + (VT0 + NB + nb) * TILE;
           wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
-                                     wg::desc_sw128(k_base + (VT0 + NB + nb) * TILE + 2048 * kk, TILE, 1024));
+                                     wg::desc_sw128(vt + 2048 * kk, TILE, 1024));
         });
         if constexpr (PROD) {
           if (step + 1 < s.k_end) named_arrive(BAR_PFREE);
