@@ -100,7 +100,6 @@ struct VerifyWg {
   static_assert(MLA || !PROD, "GQA: fp8 pools widened by the compute warps (no producer warpgroups)");
   static_assert(ST == 2 || HD == 128, "more than 2 stages: the GQA d128 kernel only");
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
-  static_assert(!F16 || (PROD && std::is_same<T, __nv_bfloat16>::value), "F16: the bf16 models' producer kernel");
   using M = std::conditional_t<F16, __half, T>;  // the products' operand type
   // its segment type, row-index fetch, Q rows and tree test (the mma.sync tile of the same geometry)
   using V = Verify<MLA ? kMlaLarge : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
@@ -140,6 +139,8 @@ struct VerifyWg {
   // pools: 95.0-95.6), B=4 38.0 vs 37.0; warpgroup 1 widening V's upper half as well: d256 B=16 199.6 vs 172.6.
   static constexpr int RR = 2;
   static constexpr bool RING = KV8 && !MLA && ST == 2 && (FV_GQA8_RING & (HD == 128 ? 1 : 2)) != 0;
+  static_assert(!F16 || ((PROD || RING) && std::is_same<T, __nv_bfloat16>::value),
+                "F16: the bf16 models' producer kernel and RING kernels");
   static constexpr uint32_t RAW_TILE = 64 * 64;             // a tile's fp8 bytes: 64 rows x 64 values, row-major
   static constexpr uint32_t RAW_STAGE = (KT + VT) * RAW_TILE;
   static constexpr uint32_t OFF_Q = 0, OFF_K = QOPER, OFF_V = OFF_K + KT * TILE,  // (OFF_V: RING only)
@@ -328,7 +329,7 @@ struct VerifyWg {
           const uint32_t t = c < KT ? k_w : v_w;
           constexpr uint32_t off = (c < KT ? c : c - KT) * TILE;
           uint4 lo, hi;
-          e4m3x16_to<T>(w[i], lo, hi);
+          e4m3x16_to<M>(w[i], lo, hi);
           asm volatile("st.shared.v4.b32 [%0+%1], {%2, %3, %4, %5};\n" ::"r"(t + o0), "n"(off), "r"(lo.x), "r"(lo.y),
                        "r"(lo.z), "r"(lo.w));
           asm volatile("st.shared.v4.b32 [%0+%1], {%2, %3, %4, %5};\n" ::"r"(t + o1), "n"(off), "r"(hi.x), "r"(hi.y),
@@ -368,6 +369,26 @@ struct VerifyWg {
       });
     }
   }
+  // F16: the thread's draft-row chunks (ring_tail's, landed) into fp16 times kd, in place
+  template <int WG>
+  __device__ static void ring_tail_f16(const VerifyParams& p, const Seg& s, int step, uint32_t k_w, uint32_t v_w) {
+    const int q = ring_q(), r = ring_row();
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int row = r + 32 * pass;
+      const int pos = step * BN + row;
+      if (pos < s.plen || pos >= s.len) continue;
+      const uint32_t o0 = wg::sw128_offset(row, 2 * q), o1 = wg::sw128_offset(row, 2 * q + 1);
+      static_for<KT + VT>([&](auto i) {
+        constexpr int c = decltype(i)::value;
+        if constexpr (ring_mine<WG>(c)) {
+          const uint32_t t = (c < KT ? k_w + c * TILE : v_w + (c - KT) * TILE);
+          chunk_bf16_to_f16(t + o0, p.f16_draft_row);
+          chunk_bf16_to_f16(t + o1, p.f16_draft_row);
+        }
+      });
+    }
+  }
   // step k_begin + it of the segment, the thread's tiles: wait for its raw rows, widen them into K and V stage it & 1,
   // copy the tail rows (and wait for them), then refill the raw stage with step + RR's rows (ri, then the next indices)
   template <int WG>
@@ -384,6 +405,7 @@ struct VerifyWg {
       ring_tail<WG>(p, s, step, k_w, v_w, hk);
       cp_async_commit();
       cp_async_wait<0>();
+      if constexpr (F16) ring_tail_f16<WG>(p, s, step, k_w, v_w);
     }
     const int next = step + RR;
     if (next < s.k_end) ring_issue<WG>(p, s, next, ri, r_base, hk);
@@ -741,6 +763,10 @@ struct VerifyWg {
       } else if constexpr (RING) {
         wg::fence_proxy_async();  // the thread's widened rows and tail copies, for the tensor cores' reads
         __syncthreads();          // (W) the step's rows; every warp done with the previous P and V stage
+        if constexpr (F16)
+          if (it == 0)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
       } else {
         cp_async_wait<ST - 2>();  // this step's group (ST - 2 younger ones may be in flight)
         // KV8: a segment's first step widens here; the others were widened during the previous step's P V
@@ -1042,12 +1068,13 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 // 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped). HD 128, ST 5 (kGqaWg128S5): ~186 KB,
 // one CTA a multiprocessor, 196 registers, no spill. HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB,
 // one CTA a multiprocessor, 196 registers, no spill
-template <class T, int HD, int ST, bool KV8>
+// F16 (RING only, bf16 models with p.fp8_f16): fp16 products, as the MLA producer kernel's
+template <class T, int HD, int ST, bool KV8, bool F16 = false>
 __global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
     verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T, KV8, false, false, HD, ST>::run(p, smem);
+  VerifyWg<T, KV8, false, F16, HD, ST>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -1057,6 +1084,10 @@ template <class T, int HD, int ST, bool KV8>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   using W = VerifyWg<T, KV8, false, false, HD, ST>;
   auto kernel = verify_wg_gqa_kernel<T, HD, ST, KV8>;
+  if constexpr (W::RING && std::is_same<T, __nv_bfloat16>::value) {
+    static_assert(VerifyWg<T, true, false, true, HD, ST>::SMEM == W::SMEM, "one shared-memory size");
+    if (p.fp8_f16) kernel = verify_wg_gqa_kernel<T, HD, ST, true, true>;
+  }
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
   if (err != cudaSuccess) return err;
   kernel<<<grid, W::THREADS, W::SMEM, stream>>>(p);
