@@ -354,7 +354,7 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa32/8 d128 n32 p32k b16", uniform(false, 32, 8, 128, 32, 32768, 16));
     add("gqa8/1 d128 n8 p32k b16", uniform(false, 8, 1, 128, 8, 32768, 16));
     // fp8 pools with 64 rows a KV head (the Hopper kernel widens them in shared memory on sm_90: bench/NOTES.md v30)
-    for (int b : {4, 16})
+    for (int b : {4, 8, 16})
       add("gqa8/1 d128 n8 p32k b" + std::to_string(b) + " [fp8 kv]",
           fvt::with_fp8(uniform(false, 8, 1, 128, 8, 32768, b), 0.5f, 1.5f));
     // ... with an fp16 model (e4m3 -> f16 is one conversion a pair, bf16's four: what the widening costs a bf16 model)
@@ -366,7 +366,7 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
       add(name + " [fp8 kv]", fvt::with_fp8(h, 0.5f, 1.5f));
     }
     // 64 rows a KV head at small batches: where the planner's two 32-row tiles (batch 1) stop paying
-    for (int b : {2, 4}) add("gqa8/1 d128 n8 p32k b" + std::to_string(b), uniform(false, 8, 1, 128, 8, 32768, b));
+    for (int b : {2, 4, 8}) add("gqa8/1 d128 n8 p32k b" + std::to_string(b), uniform(false, 8, 1, 128, 8, 32768, b));
     for (int b : {1, 2}) add("gqa16/2 d128 n8 p32k b" + std::to_string(b), uniform(false, 16, 2, 128, 8, 32768, b));
     add("gqa8/1 d128 n32 p32k b16", uniform(false, 8, 1, 128, 32, 32768, 16));
     add("gqa32/8 d128 n64 p32k b4 chain", uniform(false, 32, 8, 128, 64, 32768, 4, fvt::Tree::Chain));
