@@ -33,7 +33,7 @@ bool fits(const TileConfig& c, const DeviceProps& props) {
   // the Hopper kernels (MLA, GQA d128 / d256): sm_90a machine code, present when the library was built for sm_90
   if (c.id == kMlaWg || c.id == kGqaWg128 || c.id == kGqaWg128S5 || c.id == kGqaWg256)
     return props.wg_kernel && props.cc_major == 9 && props.cc_minor == 0;
-  return !c.large_smem || (props.cc_major >= 9 && props.cc_major < 12);
+  return !c.large_smem || (props.cc_major >= 9 && props.cc_major < 12 && props.large_kernels);
 }
 
 // The 2-CTA variants (gqa128_bm32_bn64_s3, gqa256_bm64_bn32_s2) pay off only with two CTAs a multiprocessor: on a
@@ -56,7 +56,7 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
     const TileConfig& large = kTileConfigs[kMlaLarge];
     const TileConfig& small = kTileConfigs[kMlaSmall];
     // the large config's kernel body is compiled for sm_90 and sm_100 only (tile_config.h)
-    const bool large_fits = props.cc_major >= 9 && props.cc_major < 12 &&
+    const bool large_fits = props.cc_major >= 9 && props.cc_major < 12 && props.large_kernels &&
                             static_cast<std::size_t>(props.max_smem_per_block) >= large.smem_bytes();
     // the Hopper (wgmma) kernel in the large tile's place wherever it applies (an sm_90 device, a library built
     // for sm_90, one KV head): measured 1.3x (b1) to 1.7x (B16) the large tile (H200, bench/NOTES.md v12).

@@ -24,6 +24,10 @@ struct DeviceProps {
   int combine_blocks_per_sm = 2;
   // the library holds the Hopper MLA kernel (built when the architecture list has sm_90: sm_90a code)
   bool wg_kernel = false;
+  // the large-tile kernels (large_smem configurations) hold their bodies on this device: their code was compiled for
+  // sm_90 - sm_11x. A library whose architecture list has none of those, run on such a GPU, runs older PTX through the
+  // driver's JIT, and there those kernels are a trap (verify.cuh): the planner must not take them
+  bool large_kernels = true;
 };
 
 // Layout of the scheduler's output at the head of the workspace (int32 words).

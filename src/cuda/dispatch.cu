@@ -24,6 +24,8 @@ namespace fv {
 
 template <int CFG, class T, bool MODS, bool KV8>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream);
+template <int CFG, class T, bool MODS, bool KV8>
+cudaError_t verify_kernel_attributes(cudaFuncAttributes* fa);
 template <int CFG, class T>
 cudaError_t launch_verify_narrow(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #if defined(FV_HAVE_WG_KERNEL)
@@ -254,15 +256,27 @@ fv_status cuda_current_device(DeviceProps* out) {
   if (p.cc_major < 8)
     return fail(FV_ERR_NO_DEVICE, "CUDA device %d is sm_%d%d; flashverify needs sm_80 or newer", dev, p.cc_major,
                 p.cc_minor);
-  // which binary the device loaded for the combine kernels (all built from this file for the same
-  // architectures): griddepcontrol.wait is compiled in from sm_90 on
+  // which code the device loaded: a kernel's body is compiled for the PTX architecture it reports (ptxVersion), which
+  // is older than the device's binary version where the driver JIT-compiled older PTX (a library built without this
+  // GPU's architecture). A reported PTX version below 90 rules out what sm_90 code alone holds; none reported (0)
+  // changes nothing.
+  auto older_ptx = [](const cudaFuncAttributes& fa, int below) { return fa.ptxVersion > 0 && fa.ptxVersion < below; };
+  // the combine kernels (all built from this file for the same architectures): griddepcontrol.wait is compiled in
+  // from sm_90 on
   cudaFuncAttributes fa{};
   if (cudaFuncGetAttributes(&fa, combine_kernel<__nv_bfloat16, 128, 128>) == cudaSuccess) {
-    p.combine_waits = fa.binaryVersion >= 90;
+    p.combine_waits = fa.binaryVersion >= 90 && !older_ptx(fa, 90);
   } else {
     cudaGetLastError();
     p.combine_waits = false;
   }
+  // the large-tile verify kernels: their bodies exist for sm_90 - sm_11x code only (verify.cuh); a failed query keeps
+  // them (the planner's choice as before)
+  cudaFuncAttributes fl{};
+  if (verify_kernel_attributes<kMlaLarge, __nv_bfloat16, false, false>(&fl) == cudaSuccess)
+    p.large_kernels = !older_ptx(fl, 90);
+  else
+    cudaGetLastError();
   // resident combine blocks a multiprocessor, for the planner's one-wave rule (the widest kernel: the most
   // registers of any combine instantiation)
   int resident = 0;

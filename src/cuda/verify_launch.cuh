@@ -21,8 +21,15 @@ cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream)
   return cudaGetLastError();
 }
 
-#define FV_INSTANTIATE_VERIFY(CFG, T, MODS, KV8) \
-  template cudaError_t launch_verify<CFG, T, MODS, KV8>(const VerifyParams&, dim3, cudaStream_t);
+// the attributes of the kernel the device loaded (the device query reads its PTX version: cuda_current_device)
+template <int CFG, class T, bool MODS, bool KV8>
+cudaError_t verify_kernel_attributes(cudaFuncAttributes* fa) {
+  return cudaFuncGetAttributes(fa, verify_kernel<CFG, T, MODS, KV8>);
+}
+
+#define FV_INSTANTIATE_VERIFY(CFG, T, MODS, KV8)                                               \
+  template cudaError_t launch_verify<CFG, T, MODS, KV8>(const VerifyParams&, dim3, cudaStream_t); \
+  template cudaError_t verify_kernel_attributes<CFG, T, MODS, KV8>(cudaFuncAttributes*);
 
 // the fp8 32-row tiles with 64-key compact steps (verify_kernel_narrow)
 template <int CFG, class T>

@@ -159,6 +159,28 @@ TEST(Plan, GqaD256TileChoice) {
   EXPECT_EQ(plan.cfg->id, fv::kGqa128Bm32);
 }
 
+TEST(Plan, OlderPtxOnAnH200TakesNoLargeTiles) {
+  // a library built without sm_90 code (an architecture list such as "80"), run on an H200: the driver JIT-compiles
+  // the older PTX, in which the large-tile kernels are a trap (verify.cuh), so the device query clears large_kernels
+  // (dispatch.cu) and the planner takes the 99 KB tiles, as on an sm_80 device
+  fv::DeviceProps jit = kH200;
+  jit.large_kernels = false;
+  fv::Plan plan;
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), jit, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kMlaSmall);
+  for (const fv_problem& g : {gqa_problem(8, 1, 256, 8, 16), gqa_problem(32, 8, 128, 8, 16), gqa_problem(8, 1, 128, 8, 1),
+                              gqa_problem(8, 1, 128, 8, 16), gqa_problem(32, 8, 64, 8, 16)}) {
+    ASSERT_EQ(fv::make_plan(g, jit, &plan), FV_OK);
+    EXPECT_FALSE(plan.cfg->large_smem) << plan.cfg->name << " d" << g.head_dim_qk;
+  }
+  fv_problem large = mla_problem(16, 8, 1);
+  large.profile = FV_PROFILE_LARGE_SMEM;  // asked for explicitly: refused with a reason, not a trap
+  EXPECT_EQ(fv::make_plan(large, jit, &plan), FV_ERR_UNSUPPORTED);
+  // the same problems with the large kernels present keep them (the query changes nothing then)
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.cfg->id, fv::kMlaLarge);
+}
+
 TEST(Plan, HugeShapesAreRejectedNotWrapped) {
   // products of batch, drafts, heads and head dim that would wrap int64 (a wrapped count once passed the combine
   // grid's guard and gave a wrapped workspace size)
