@@ -35,6 +35,18 @@ inline float kv_scale_of(float s) { return s == 0.f ? 1.f : s; }
 
 inline bool is_mla_dims(int dqk, int dv) { return dqk == 576 && dv == 512; }
 
+// The sliding window the kernels apply: args.sliding_window when > 0 and below kWindowNoOp, else 0 (off). A window
+// of 2^30 or more hides no key of a call within the documented lengths (P_b + N_b < 2^30), and the kernels' int32
+// position arithmetic (position + W) stays in range below it.
+constexpr int32_t kWindowNoOp = int32_t(1) << 30;
+inline int32_t effective_window(const fv_args& a) {
+  return a.sliding_window > 0 && a.sliding_window < kWindowNoOp ? a.sliding_window : 0;
+}
+// window_kv_offsets as SGLang reads them: with the byte mask and a sliding window (> 0) only, else none
+inline const int32_t* effective_window_offsets(const fv_args& a) {
+  return a.problem.mask_kind == FV_MASK_BYTES && a.sliding_window > 0 ? a.window_kv_offsets : nullptr;
+}
+
 inline fv_dtype kv_dtype_of(const fv_problem& p) {
   return static_cast<fv_dtype>(p.kv_dtype == 0 ? p.dtype : p.kv_dtype);
 }

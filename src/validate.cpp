@@ -1,6 +1,7 @@
 // Argument validation. Every message names the argument and its value; each kind of misuse has its own
 // status (flashverify.h). The CUDA path can only check what the host knows; the CPU path also reads the
 // lengths, indices and masks.
+#include <cfloat>
 #include <cinttypes>
 #include <cmath>
 #include <vector>
@@ -183,6 +184,16 @@ fv_status validate_args(const fv_args& a, const char* fn) {
   if (!std::isfinite(a.k_scale) || !std::isfinite(a.v_scale))
     return fail(FV_ERR_INVALID_VALUE, "%s: args->k_scale / v_scale (%g, %g) must be finite (0 = 1)", fn,
                 static_cast<double>(a.k_scale), static_cast<double>(a.v_scale));
+  {
+    // the GPU kernels fold the score factors into one float each: sm_scale log2(e) (draft keys) and sm_scale k_scale
+    // log2(e) (prefix keys); a product past FLT_MAX would make every score infinite there
+    const double sm = std::fabs(static_cast<double>(a.sm_scale)) * 1.4426950408889634;
+    const double prefix = sm * std::fabs(static_cast<double>(kv_scale_of(a.k_scale)));
+    if (sm > FLT_MAX || prefix > FLT_MAX)
+      return fail(FV_ERR_INVALID_VALUE,
+                  "%s: args->sm_scale x k_scale x log2(e) (%g) overflows float (sm_scale %g, k_scale %g)", fn,
+                  std::max(sm, prefix), static_cast<double>(a.sm_scale), static_cast<double>(a.k_scale));
+  }
   if (a.window_kv_offsets != nullptr && p.mask_kind != FV_MASK_BYTES)
     return fail(FV_ERR_UNSUPPORTED, "%s: args->window_kv_offsets applies to the byte mask (FV_MASK_BYTES) only; "
                 "problem.mask_kind is %d", fn, p.mask_kind);
@@ -280,7 +291,8 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
       }
     }
     if (p.mask_kind == FV_MASK_BYTES) {
-      const int64_t off = a.window_kv_offsets ? a.window_kv_offsets[b] : 0;
+      const int32_t* woff = effective_window_offsets(a);
+      const int64_t off = woff ? woff[b] : 0;
       if (off < 0)
         return fail(FV_ERR_BAD_LENGTH, "%s: window_kv_offsets[%d] (%" PRId64 ") is negative", fn, b, off);
       const int64_t m0 = index_at(a.mask_indptr, b), m1 = index_at(a.mask_indptr, b + 1);

@@ -309,7 +309,9 @@ HostProblem make_problem(const CaseSpec& spec_in) {
     const int n = s.draft[b];
     hp.parents_local.push_back(make_tree(s.tree, n, rng));
     const auto& par = hp.parents_local.back();
-    const int64_t off = s.window_offsets ? hp.window_kv_offsets[b] : 0;
+    // the offsets shape the byte mask only with a sliding window (SGLang's kernel reads them then only); without one
+    // they are passed and must be ignored
+    const int64_t off = s.window_offsets && s.sliding_window > 0 ? hp.window_kv_offsets[b] : 0;
     const int64_t qo0 = hp.qo_indptr[b], width = off + plen[b] + n;
     hp.mask_indptr[b + 1] = hp.mask_indptr[b] + n * width;
     // prefix columns are left 0: SGLang fills them with 1s but never reads them, and neither may we

@@ -74,7 +74,8 @@ struct CaseSpec {
   int sliding_window = 0;
   int xai_temperature_len = 0;
   bool sinks = false;          // random per-head sink logits
-  bool window_offsets = false; // byte mask with random window_kv_offsets (mask_kind BYTES)
+  bool window_offsets = false; // byte mask with random window_kv_offsets (mask_kind BYTES; they shape the mask only
+                               // with sliding_window > 0, as in SGLang, and are passed and ignored without one)
   float k_scale = 0.f, v_scale = 0.f;  // 0: 1
   bool kv_fp8 = false;         // fp8 e4m3 KV pools (kv_dtype FV_DTYPE_FP8_E4M3), bytes in k_pool8 / v_pool8
   uint64_t seed = 1;

@@ -60,7 +60,7 @@ typedef enum fv_status {
   FV_ERR_UNSUPPORTED_DTYPE = 5,    /* unknown dtype code, or one the chosen device / implementation lacks */
   FV_ERR_BAD_LENGTH = 6,           /* a negative length or count (batch_size, an indptr entry, ...) */
   FV_ERR_INCONSISTENT_LENGTHS = 7, /* indptr arrays not monotone, N_b > max_draft, ... */
-  FV_ERR_MASK_INDPTR = 8,          /* mask_indptr disagrees with N_b * (P_b + N_b) */
+  FV_ERR_MASK_INDPTR = 8,          /* mask_indptr disagrees with N_b * (off_b + P_b + N_b), or an entry is negative */
   FV_ERR_BAD_STRIDE = 9,           /* a stride too small, negative, or misaligned for the kernel */
   FV_ERR_WORKSPACE_TOO_SMALL = 10, /* workspace_bytes is less than fv_workspace_size() reported */
   FV_ERR_UNSUPPORTED = 11,         /* a combination the chosen implementation does not serve */
@@ -155,7 +155,7 @@ typedef struct fv_problem {
   int32_t mask_kind;    /* fv_mask_kind */
   int32_t kv_addressing;/* fv_kv_addressing */
   int32_t page_size;    /* tokens per page (FV_KV_PAGE_TABLE), ignored otherwise */
-  int32_t num_kv_splits;/* 0: automatic. >0: the number of KV partitions the batch's work is cut
+  int32_t num_kv_splits;/* 0: automatic. 1..4096: the number of KV partitions the batch's work is cut
                            into (1 = no request is split); for tests and tuning */
   int32_t profile;      /* fv_profile */
   int32_t flags;        /* FV_FLAG_* bits; 0 for none */
@@ -197,7 +197,9 @@ typedef struct fv_args {
   int64_t num_slots; /* rows in the pool (bounds checks on the CPU and in check mode) */
 
   fv_index qo_indptr;  /* [B + 1]: request b's draft tokens are rows qo_indptr[b] .. qo_indptr[b+1]-1 */
-  fv_index kv_indptr;  /* [B + 1]: P_b = kv_indptr[b+1] - kv_indptr[b] */
+  fv_index kv_indptr;  /* [B + 1]: P_b = kv_indptr[b+1] - kv_indptr[b]. CUDA: the sum over the batch of P_b + N_b
+                          must stay below 2^30 (the device planner and the kernels count key positions and the
+                          batch's work in int32; the lengths live in device memory, so this is not checked) */
   fv_index kv_indices; /* token slots (FV_KV_TOKEN_SLOTS); may be over-allocated */
   const int32_t* page_table; /* [B, page_table_stride] (FV_KV_PAGE_TABLE) */
   int64_t page_table_stride;
@@ -208,7 +210,8 @@ typedef struct fv_args {
   int64_t mask_bits_stride;   /* words per row, >= ceil(max_draft / 32) */
   const int32_t* parents;     /* FV_MASK_PARENTS */
 
-  float sm_scale; /* scores are sm_scale * q . k */
+  float sm_scale; /* scores are sm_scale * q . k; sm_scale * log2(e) and sm_scale * k_scale * log2(e) must be
+                     finite in float (FV_ERR_INVALID_VALUE: the GPU kernels fold them into one factor each) */
 
   /* SGLang's per-layer score modifiers. All default to off (fv_args_init); each applies to prefix and
    * draft keys alike, in this order: s = sm_scale * q.k (x k_scale for prefix keys), then the logit
@@ -216,7 +219,7 @@ typedef struct fv_args {
   float logit_cap;             /* > 0: s = logit_cap * tanh(s / logit_cap); 0 = off */
   int32_t sliding_window;      /* > 0 (W): draft i of request b sits at position P_b + i and sees prefix
                                   token p iff P_b + i <= p + W, draft j iff i <= j + W (and the tree says
-                                  so); <= 0 = off */
+                                  so); <= 0 = off; W >= 2^30 hides no key (within kv_indptr's limit) */
   int32_t xai_temperature_len; /* >= 2 (L): scores of draft i are multiplied by log2(P_b + i) / log2(L)
                                   when P_b + i > L; <= 0 = off; 1 is invalid (log2(1) = 0 divides) */
   const float* sinks;          /* optional [Hq] fp32: per q head, exp(sinks[h]) is added to every row's
@@ -226,7 +229,9 @@ typedef struct fv_args {
                                   invalid (check mode rejects them) */
   const int32_t* window_kv_offsets; /* optional [B], FV_MASK_BYTES only: request b's byte-mask rows are
                                   off_b + P_b + N_b wide and its draft columns start at off_b + P_b
-                                  (SGLang's layout when a sliding window dropped off_b prefix tokens) */
+                                  (SGLang's layout when a sliding window dropped off_b prefix tokens).
+                                  Read only with sliding_window > 0, as SGLang's kernel reads them; ignored
+                                  (rows P_b + N_b wide) otherwise */
   float k_scale;               /* prefix scores are multiplied by k_scale (SGLang's KV-cache scale);
                                   0 means 1 */
   float v_scale;               /* prefix values are multiplied by v_scale; 0 means 1 */

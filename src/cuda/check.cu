@@ -130,7 +130,7 @@ fv_status explain_on_host(const fv_args& a, unsigned bad) {
   h.kv_indptr = kv.view(a.kv_indptr);
   if (p.mask_kind == FV_MASK_BYTES) h.mask_indptr = mi.view(a.mask_indptr);
   std::vector<int32_t> woff;
-  if (err == cudaSuccess && a.window_kv_offsets != nullptr) {
+  if (err == cudaSuccess && effective_window_offsets(a) != nullptr) {
     err = copy_to_host(&woff, a.window_kv_offsets, B);
     h.window_kv_offsets = woff.data();
   }
@@ -194,7 +194,7 @@ fv_status cuda_check_inputs(const fv_args& a, void* stream) {
   c.parents = a.parents;
   c.num_slots = a.num_slots;
   c.max_draft = p.max_draft;
-  c.woff = p.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
+  c.woff = effective_window_offsets(a);
   c.sinks = a.sinks;
   c.num_q_heads = p.num_q_heads;
 

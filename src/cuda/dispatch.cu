@@ -356,10 +356,10 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.logit_cap = a.logit_cap;
   p.inv_logit_cap = a.logit_cap > 0.f ? 1.f / a.logit_cap : 0.f;
   p.v_scale = v_scale;
-  p.window = a.sliding_window > 0 ? a.sliding_window : 0;
+  p.window = effective_window(a);
   p.xai_len = a.xai_temperature_len > 0 ? a.xai_temperature_len : 0;
   p.sinks = a.sinks;
-  p.window_kv_offsets = pb.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
+  p.window_kv_offsets = effective_window_offsets(a);
   p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
   // fp8 rows may be copied 16 bytes at a time when every pool stride is a multiple of 16 bytes (the bases
   // are 16-byte aligned: validate.cpp); otherwise 8 bytes at a time. In the tiles that widen fp8 rows in

@@ -273,10 +273,10 @@ fv_status cuda_run_naive(const fv_args& a, void* stream) {
   p.logit_cap = a.logit_cap;
   p.k_scale = kv_scale_of(a.k_scale);
   p.v_scale = kv_scale_of(a.v_scale);
-  p.window = a.sliding_window;
+  p.window = effective_window(a);
   p.xai_len = a.xai_temperature_len;
   p.sinks = a.sinks;
-  p.woff = p.mask_kind == FV_MASK_BYTES ? a.window_kv_offsets : nullptr;
+  p.woff = effective_window_offsets(a);
   p.kv_fp8 = kv_dtype_of(pb) == FV_DTYPE_FP8_E4M3;
 
   const dim3 grid(static_cast<unsigned>(int64_t(pb.batch_size) * pb.max_draft), static_cast<unsigned>(pb.num_q_heads));

@@ -305,7 +305,19 @@ TEST_F(AbiFixture, ScoreModifierArguments) {
   a = good;
   const int32_t negative[2] = {0, -2};
   a.window_kv_offsets = negative;
+  EXPECT_EQ(run(), FV_OK) << fv_last_error();  // without a sliding window the offsets are not read (SGLang's rule)
+  a.sliding_window = 1 << 30;
   EXPECT_REJECTED(run(), FV_ERR_BAD_LENGTH, "window_kv_offsets[1] (-2)");
+  a = good;
+  a.sm_scale = 1e20f;  // the kernels fold sm_scale x k_scale x log2(e) into one float
+  a.k_scale = 1e20f;
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "overflows float");
+  a.k_scale = 1.f;
+  a.sm_scale = 3e38f;  // x log2(e) alone
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "overflows float");
+  a.sm_scale = -1e20f;  // large but representable: accepted
+  a.k_scale = 1e-3f;
+  EXPECT_EQ(run(), FV_OK) << fv_last_error();
   a = good;
   std::vector<float> sinks(hp.spec.hq, 0.5f);
   sinks[3] = NAN;

@@ -272,11 +272,27 @@ TEST(Oracle, WindowKvOffsetsShiftTheByteMask) {
   a.custom_mask = mask.data();
   a.mask_indptr = {mask_indptr.data(), FV_INDEX_INT64, 0};
   a.window_kv_offsets = offsets;
+  a.sliding_window = 100;  // SGLang reads the offsets with a sliding window only; this one hides no key
   ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
   EXPECT_NEAR(h.out[0], 13.0 / 6, 1e-6);
   EXPECT_NEAR(h.out[2 * HandTree::D], 111.0 / 30, 1e-6);
+  a.sliding_window = 1 << 30;  // a window of 2^30 or more hides nothing either
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  EXPECT_NEAR(h.out[2 * HandTree::D], 111.0 / 30, 1e-6);
   a.window_kv_offsets = nullptr;  // the same bytes read without the offset: wrong span
   EXPECT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_ERR_MASK_INDPTR);
+  a.window_kv_offsets = offsets;
+  a.sliding_window = 0;  // no window: the offsets are ignored, as SGLang ignores them (rows are P + N wide)
+  EXPECT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_ERR_MASK_INDPTR);
+  std::vector<uint8_t> plain(HandTree::N * (HandTree::P + HandTree::N), 0);
+  for (int i = 0; i < HandTree::N; ++i)
+    for (int j = 0; j < HandTree::N; ++j) plain[i * (HandTree::P + HandTree::N) + HandTree::P + j] = (h.bits[i] >> j) & 1u;
+  std::vector<int64_t> plain_indptr = {0, HandTree::N * (HandTree::P + HandTree::N)};
+  a.custom_mask = plain.data();
+  a.mask_indptr = {plain_indptr.data(), FV_INDEX_INT64, 0};
+  ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
+  EXPECT_NEAR(h.out[0], 13.0 / 6, 1e-6);
+  EXPECT_NEAR(h.out[2 * HandTree::D], 111.0 / 30, 1e-6);
 }
 
 // ---------------------------------------------------------------------------------------------------

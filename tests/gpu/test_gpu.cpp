@@ -113,7 +113,10 @@ CaseSpec sweep_case(int idx, uint64_t seed) {
       s.k_scale = 0.25f + static_cast<float>(rng() % 8) / 4.f;
       s.v_scale = 0.25f + static_cast<float>(rng() % 8) / 4.f;
     }
-    if ((f & 32) && s.mask_kind == FV_MASK_BYTES) s.window_offsets = true;
+    if ((f & 32) && s.mask_kind == FV_MASK_BYTES) {
+      s.window_offsets = true;  // read with a window only: half of them get one that hides no key
+      if (s.sliding_window <= 0 && rng() % 2 == 0) s.sliding_window = P + N + static_cast<int>(rng() % 100);
+    }
   }
   if (rng() % 6 == 0) s.kv_fp8 = true;  // an fp8 e4m3 KV cache (the oracle decodes the same bytes)
   // ragged: the first request has the full draft count and prefix, the others fewer; some are padded
