@@ -81,6 +81,8 @@ class FlashVerifyBackend(TritonAttnBackend):
         self._ws_need = {}
         self._logged = set()
         self._sinks_cache = {}
+        self._woff_cache = {}
+        self._woff_retired = []
         if self._disabled:
             self._log_once("disabled", "flashverify: FLASHVERIFY_DISABLE=1, every call goes to Triton")
 
@@ -200,6 +202,8 @@ class FlashVerifyBackend(TritonAttnBackend):
             sinks = a.get("sinks")
             if sinks is not None:
                 sinks = self._sinks_fp32(sinks)
+            if woff is not None:
+                woff = self._window_offsets_i32(woff, batch)
             verify_attention(
                 q, k_ext, v_ext, k_buf, v_buf, a["qo_indptr"], a["kv_indptr"], a["kv_indices"],
                 custom_mask=a["custom_mask"], mask_indptr=a["mask_indptr"] if a["custom_mask"] is not None else None,
@@ -232,6 +236,24 @@ class FlashVerifyBackend(TritonAttnBackend):
             self._sinks_cache[key] = buf
         buf.copy_(sinks.detach())
         return buf
+
+    def _window_offsets_i32(self, woff: torch.Tensor, batch: int) -> torch.Tensor:
+        # the ABI takes int32 offsets. SGLang's CUDA-graph buffer is int32; its eager path hands seq_lens -
+        # window_kv_lens, int64: those are copied into an int32 buffer of the device's own on every call (a small
+        # device copy), instead of the call going to Triton
+        if woff.dtype == torch.int32 and woff.is_contiguous():
+            return woff
+        buf = self._woff_cache.get(woff.device)
+        if buf is None or buf.shape[0] < batch:
+            if torch.cuda.is_current_stream_capturing():
+                raise ValueError("window_kv_offsets: a non-int32 offsets tensor met first under graph capture")
+            if buf is not None:
+                self._woff_retired.append(buf)  # (a captured graph may still read it, as with workspaces)
+            buf = torch.empty(max(batch, 64), dtype=torch.int32, device=woff.device)
+            self._woff_cache[woff.device] = buf
+        out = buf[:batch]
+        out.copy_(woff[:batch].detach())
+        return out
 
     def _ensure_workspace(self, q, k_ext, v_ext, batch, max_draft, mask) -> Optional[Workspace]:
         key = (batch, max_draft, q.shape[1], k_ext.shape[1], k_ext.shape[-1], v_ext.shape[-1], q.dtype, mask, q.device)
