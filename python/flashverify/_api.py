@@ -33,6 +33,11 @@ class _T:
             self.ptr = obj.ctypes.data
             self.dtype = "bool" if obj.dtype.kind == "b" else str(obj.dtype)
             self.shape = tuple(obj.shape)
+            # the C ABI takes strides in elements: a byte stride (or an address) off the item size, e.g. a field of a
+            # structured array, has none
+            if any(s % obj.itemsize for s in obj.strides) or self.ptr % obj.itemsize:
+                raise ValueError(f"{name}: strides {list(obj.strides)} (bytes) or its address are not multiples of its "
+                                 f"item size ({obj.itemsize}): copy it (np.ascontiguousarray)")
             self.strides = tuple(s // obj.itemsize for s in obj.strides)
             self.device = "cpu"
             self.dev_index = None
@@ -189,6 +194,10 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     a.num_slots = kp.shape[0]
     a.qo_indptr = _index(T["qo_indptr"], device)
     a.kv_indptr = _index(T["kv_indptr"], device)
+    if T["page_table"] is not None and T["kv_indices"] is not None:
+        raise ValueError("pass kv_indices (token slots) or page_table, not both")
+    if T["mask_indptr"] is not None and T["custom_mask"] is None:
+        raise ValueError("mask_indptr applies to custom_mask (SGLang's byte mask) only")
     if T["page_table"] is not None:
         pt = T["page_table"]
         if pt.dtype != "int32" or len(pt.shape) != 2 or pt.strides[1] != 1 or pt.shape[0] < batch:
@@ -264,6 +273,15 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
             end = _host_int(T[name], batch)
             if end > n:
                 raise ValueError(f"{name}[{batch}] = {end} is past the {n} of {what}")
+        # a page table's rows hold its shape's columns: the C ABI is given the row stride only, which for a view of
+        # fewer columns would let a long prefix read the columns past the view
+        if T["page_table"] is not None and int(page_size) > 0:
+            cols = T["page_table"].shape[1]
+            for b in range(batch):
+                plen = _host_int(T["kv_indptr"], b + 1) - _host_int(T["kv_indptr"], b)
+                if plen > 0 and -(-plen // int(page_size)) > cols:
+                    raise ValueError(f"page_table: request {b}'s prefix ({plen} tokens) needs "
+                                     f"{-(-plen // int(page_size))} pages, the table has {cols} columns")
     return a, list(T.values())
 
 
@@ -281,6 +299,10 @@ def reference(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indi
     """
     import numpy as np
 
+    for name, t in (("q", q), ("v_draft", v_draft)):
+        if len(getattr(t, "shape", ())) != 3:
+            raise ValueError(f"{name}: expected [tokens, heads, head_dim] (3 dims), got shape "
+                             f"{list(getattr(t, 'shape', ()))}")
     tokens, hq = q.shape[0], q.shape[1]
     out = np.full((tokens, hq, v_draft.shape[2]), np.nan, dtype=np.float64)
     lse = np.full((tokens, hq), np.nan, dtype=np.float32)
@@ -361,8 +383,9 @@ def verify_attention(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, 
     over-allocated) or page_table + page_size; one mask: custom_mask (bool/uint8, SGLang's layout) +
     mask_indptr, mask_bits, parents, or causal=True. `max_draft` bounds every request's draft count.
     SGLang's per-layer score modifiers, all off by default: sinks (float32 [Hq]), logit_cap,
-    sliding_window (+ window_kv_offsets int32 [B] for the byte mask's layout), xai_temperature_len,
-    k_scale / v_scale (prefix keys / values). check_indices=True validates every index on the device
+    sliding_window (+ window_kv_offsets int32 [B] for the byte mask's layout, read with a window only, as
+    SGLang reads them), xai_temperature_len, k_scale / v_scale (prefix keys / values; 0 means 1, the C ABI's
+    convention). check_indices=True validates every index on the device
     first (synchronises; not under CUDA-graph capture).
     Wrong dtypes, devices, shapes or strides raise TypeError / ValueError naming the tensor before any
     launch; a bad value the library catches raises FlashVerifyError.

@@ -107,6 +107,10 @@ def load() -> ctypes.CDLL:
     if _LIB is not None:
         return _LIB
     tried = []
+    env = os.environ.get("FLASHVERIFY_LIBRARY")
+    if env and not os.path.exists(env):
+        # named explicitly: a missing file must not silently load another build
+        raise LibraryNotFound(f"FLASHVERIFY_LIBRARY={env}: no such file")
     for path in candidate_paths():
         if not os.path.exists(path):
             tried.append(f"{path} (missing)")

@@ -1,5 +1,6 @@
 """The numpy / CPU path: the oracle through ctypes against an independent dense numpy computation, the
 mask forms and addressing modes agreeing, and argument validation. Runs without torch and without a GPU."""
+import os
 import subprocess
 import sys
 
@@ -287,6 +288,53 @@ def test_arrays_too_short_or_strided_are_rejected_before_the_library_reads_them(
     # and the contiguous arrays of the same values still run
     out, _ = flashverify.reference(**common, parents=np.ascontiguousarray(inter[0::2]), sm_scale=0.1)
     assert np.isfinite(out).all()
+
+
+def test_views_and_argument_mixes_the_abi_cannot_express_are_rejected():
+    """A byte stride off the item size (a field of a structured array) has no element stride; a page table view of
+    fewer columns than a prefix needs would let it read past the view (the ABI is given the row stride only);
+    kv_indices with a page table, or mask_indptr without custom_mask, would be ignored; a misshapen v_draft."""
+    rng = np.random.default_rng(7)
+    pb = make_problem(rng)
+    common = {k: pb[k] for k in ("q", "k_draft", "v_draft", "k_pool", "v_pool", "qo_indptr", "kv_indptr", "kv_indices")}
+    T, hq, d = pb["q"].shape
+    rec = np.zeros(T, dtype=[("flag", "u1"), ("q", "f4", (hq, d))])
+    rec["q"] = pb["q"]
+    with pytest.raises(ValueError, match="q: strides .* not multiples of its item size"):
+        flashverify.reference(**{**common, "q": rec["q"]}, parents=pb["parents"], sm_scale=0.125)
+    base, _ = flashverify.reference(**common, parents=pb["parents"], sm_scale=0.125)
+    same, _ = flashverify.reference(**{**common, "q": np.ascontiguousarray(rec["q"])}, parents=pb["parents"],
+                                    sm_scale=0.125)
+    assert np.array_equal(base, same)
+    B = len(pb["drafts"])
+    full = np.zeros((B, max(pb["prefixes"]) + 4), np.int32)
+    for b in range(B):
+        kv0, kv1 = pb["kv_indptr"][b], pb["kv_indptr"][b + 1]
+        full[b, :kv1 - kv0] = pb["kv_indices"][kv0:kv1]
+    paged = {**common, "kv_indices": None}
+    out, _ = flashverify.reference(**paged, page_table=full, page_size=1, parents=pb["parents"], sm_scale=0.125)
+    assert np.array_equal(out, base)
+    narrow = max(pb["prefixes"]) - 1
+    with pytest.raises(ValueError, match=r"page_table: request \d+'s prefix \(\d+ tokens\) needs \d+ pages, the table "
+                                         rf"has {narrow} columns"):
+        flashverify.reference(**paged, page_table=full[:, :narrow], page_size=1, parents=pb["parents"], sm_scale=0.125)
+    with pytest.raises(ValueError, match="kv_indices .* or page_table, not both"):
+        flashverify.reference(**common, page_table=full, page_size=1, parents=pb["parents"], sm_scale=0.125)
+    mask, mask_indptr, _ = masks_for(pb)
+    with pytest.raises(ValueError, match="mask_indptr applies to custom_mask"):
+        flashverify.reference(**common, parents=pb["parents"], mask_indptr=mask_indptr, sm_scale=0.125)
+    with pytest.raises(ValueError, match=r"v_draft: expected .*\(3 dims\)"):
+        flashverify.reference(**{**common, "v_draft": pb["v_draft"][:, 0]}, parents=pb["parents"], sm_scale=0.125)
+
+
+def test_a_missing_library_path_is_an_error_not_a_fallback(tmp_path):
+    """FLASHVERIFY_LIBRARY names a file that does not exist: loading fails instead of picking another build."""
+    code = ("import flashverify._lib as L\n"
+            "try:\n    L.load()\nexcept L.LibraryNotFound as e:\n    print('refused:', e)\n")
+    env = {**os.environ, "FLASHVERIFY_LIBRARY": str(tmp_path / "no-such-libflashverify.so")}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert "refused: FLASHVERIFY_LIBRARY=" in r.stdout, r.stdout + r.stderr
 
 
 def test_tensors_on_different_gpus_are_rejected():
