@@ -279,9 +279,10 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
             cols = T["page_table"].shape[1]
             for b in range(batch):
                 plen = _host_int(T["kv_indptr"], b + 1) - _host_int(T["kv_indptr"], b)
-                if plen > 0 and -(-plen // int(page_size)) > cols:
-                    raise ValueError(f"page_table: request {b}'s prefix ({plen} tokens) needs "
-                                     f"{-(-plen // int(page_size))} pages, the table has {cols} columns")
+                pages = -(-plen // int(page_size))
+                if pages > cols:
+                    raise ValueError(f"page_table: request {b}'s prefix ({plen} tokens) needs {pages} pages, the "
+                                     f"table has {cols} columns")
     return a, list(T.values())
 
 

@@ -76,13 +76,13 @@ class FlashVerifyBackend(TritonAttnBackend):
         self._shadow_every = int(os.environ.get("FLASHVERIFY_SHADOW", "0") or 0)
         self._served = 0
         self._workspace: Optional[Workspace] = None
-        # workspaces replaced by a larger one stay alive: a captured graph may still write into them
-        self._retired_workspaces = []
+        # buffers replaced by larger ones (workspaces, window-offset copies) stay alive: a captured graph may still
+        # use them
+        self._retired = []
         self._ws_need = {}
         self._logged = set()
         self._sinks_cache = {}
         self._woff_cache = {}
-        self._woff_retired = []
         if self._disabled:
             self._log_once("disabled", "flashverify: FLASHVERIFY_DISABLE=1, every call goes to Triton")
 
@@ -130,7 +130,7 @@ class FlashVerifyBackend(TritonAttnBackend):
 
     def _set_workspace(self, ws: Workspace) -> None:
         if self._workspace is not None:
-            self._retired_workspaces.append(self._workspace)
+            self._retired.append(self._workspace)
         self._workspace = ws
 
     # ---- dispatch ----------------------------------------------------------------------------------
@@ -248,7 +248,7 @@ class FlashVerifyBackend(TritonAttnBackend):
             if torch.cuda.is_current_stream_capturing():
                 raise ValueError("window_kv_offsets: a non-int32 offsets tensor met first under graph capture")
             if buf is not None:
-                self._woff_retired.append(buf)  # (a captured graph may still read it, as with workspaces)
+                self._retired.append(buf)
             buf = torch.empty(max(batch, 64), dtype=torch.int32, device=woff.device)
             self._woff_cache[woff.device] = buf
         out = buf[:batch]
