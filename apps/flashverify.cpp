@@ -365,6 +365,15 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
       add(name, h);
       add(name + " [fp8 kv]", fvt::with_fp8(h, 0.5f, 1.5f));
     }
+    // ... where the planner's choice between the 2-stage kernel and its RING kernel (Plan::fp8_ring) falls: an fp16
+    // model at smaller batches, and short prefixes at batch 16 (few steps a partition)
+    for (int b : {4, 8}) {
+      CaseSpec h = uniform(false, 8, 1, 128, 8, 32768, b);
+      h.dtype = FV_DTYPE_FP16;
+      add("gqa8/1 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fvt::with_fp8(h, 0.5f, 1.5f));
+    }
+    add("gqa8/1 d128 n8 p4k b16", uniform(false, 8, 1, 128, 8, 4096, 16));
+    add("gqa8/1 d128 n8 p4k b16 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 128, 8, 4096, 16), 0.5f, 1.5f));
     // 64 rows a KV head at small batches: where the planner's two 32-row tiles (batch 1) stop paying
     for (int b : {2, 4, 8}) add("gqa8/1 d128 n8 p32k b" + std::to_string(b), uniform(false, 8, 1, 128, 8, 32768, b));
     for (int b : {1, 2}) add("gqa16/2 d128 n8 p32k b" + std::to_string(b), uniform(false, 16, 2, 128, 8, 32768, b));
@@ -387,6 +396,8 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa8/1 d256 n8 p32k b16 [mods]", d256s);
     add("gqa8/1 d256 n8 p32k b16 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 16), 0.5f, 1.5f));
     add("gqa8/1 d256 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 1), 0.5f, 1.5f));
+    add("gqa8/1 d256 n8 p32k b4 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 4), 0.5f, 1.5f));
+    add("gqa8/1 d256 n8 p32k b8 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 8), 0.5f, 1.5f));
   }
   if (suite == "psweep" || suite == "full") {
     // three shapes over P, at B = 4 and at B = 16, the batch of the throughput targets (B = 4 puts fixed costs -

@@ -220,6 +220,18 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
     }
   }
   plan->m_tiles = static_cast<int>(ceil_div(int64_t(plan->group) * p.max_draft, cfg->bm));
+  // fp8 pools on the 2-stage Hopper GQA kernels (d128, d256): from kFp8RingMinUnits (request, KV head, row tile) units
+  // the RING kernels (verify_wg.cuh: the next step widened off the step's chain; more setup a partition). H200,
+  // GQA 8/1 N=8 P=32K, graph us, RING / the 2-stage kernel (bench/NOTES.md v33): see the table there.
+  // FLASHVERIFY_GQA8_RING=0 / 1 forces either (benchmark A/B, tests); read per call. (The dispatcher keeps the mma.sync
+  // tile for score modifiers other than the scales, ring or not.)
+  if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && (cfg->id == kGqaWg128 || cfg->id == kGqaWg256)) {
+    plan->fp8_ring = int64_t(p.batch_size) * p.num_kv_heads * plan->m_tiles >= kFp8RingMinUnits;
+    if (const char* v = std::getenv("FLASHVERIFY_GQA8_RING")) {
+      if (std::strcmp(v, "0") == 0) plan->fp8_ring = false;
+      if (std::strcmp(v, "1") == 0) plan->fp8_ring = true;
+    }
+  }
   plan->ctas_per_sm = estimate_ctas_per_sm(*cfg, props);
   const int64_t base = int64_t(plan->m_tiles) * p.num_kv_heads;
   plan->num_parts = p.num_kv_splits > 0 ? p.num_kv_splits

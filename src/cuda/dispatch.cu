@@ -34,6 +34,9 @@ template <class T, bool KV8>
 cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaStream_t stream);
 template <class T, int HD, int ST, bool KV8>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream);
+// its RING kernels (fp8 pools, 2 stages: Plan::fp8_ring; src/cuda/wg/verify_gqa_ring.cu)
+template <class T, int HD>
+cudaError_t launch_verify_wg_gqa_ring(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #endif
 
 namespace {
@@ -144,9 +147,18 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
 }
 
 // fp8 pools always take the modifiers' instantiation (their k_scale / v_scale live there); `narrow` (Plan::fp8_narrow):
-// the 32-row tiles' kernel with 64-key compact steps
+// the 32-row tiles' kernel with 64-key compact steps; `ring` (Plan::fp8_ring): the 2-stage Hopper GQA kernels' RING
+// kernels where the Hopper kernel serves (no score modifier but the scales)
 template <class T>
-cudaError_t launch_verify_for(int cfg, bool narrow, const VerifyParams& p, dim3 grid, cudaStream_t s) {
+cudaError_t launch_verify_for(int cfg, bool narrow, bool ring, const VerifyParams& p, dim3 grid, cudaStream_t s) {
+#if defined(FV_HAVE_WG_KERNEL)
+  if (p.kv_fp8 && ring && wg_takes_fp8(p)) {
+    if (cfg == kGqaWg128) return launch_verify_wg_gqa_ring<T, 128>(p, grid, s);
+    if (cfg == kGqaWg256) return launch_verify_wg_gqa_ring<T, 256>(p, grid, s);
+  }
+#else
+  (void)ring;
+#endif
   if (p.kv_fp8 && narrow && cfg == kGqa128Bm32) return launch_verify_narrow<kGqa128Bm32, T>(p, grid, s);
   if (p.kv_fp8 && narrow && cfg == kGqa128Bm32S3) return launch_verify_narrow<kGqa128Bm32S3, T>(p, grid, s);
   if (p.kv_fp8) return launch_verify_cfg<T, true, true>(cfg, p, grid, s);
@@ -425,8 +437,8 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
 
   const dim3 grid(static_cast<unsigned>(plan.m_tiles), static_cast<unsigned>(plan.num_parts),
                   static_cast<unsigned>(pb.num_kv_heads));
-  err = pb.dtype == FV_DTYPE_BF16 ? launch_verify_for<__nv_bfloat16>(cfg.id, plan.fp8_narrow, p, grid, s)
-                                  : launch_verify_for<__half>(cfg.id, plan.fp8_narrow, p, grid, s);
+  err = pb.dtype == FV_DTYPE_BF16 ? launch_verify_for<__nv_bfloat16>(cfg.id, plan.fp8_narrow, plan.fp8_ring, p, grid, s)
+                                  : launch_verify_for<__half>(cfg.id, plan.fp8_narrow, plan.fp8_ring, p, grid, s);
   if (err != cudaSuccess) return cuda_fail(err, cfg.name);
 
   if (plan.max_slots > 0) {

@@ -88,12 +88,8 @@ namespace fv {
 // choice for fp8 pools at batch 1 of one KV head: tile_config.h). Stage it % ST holds step k_begin + it; the prologue
 // issues ST - 1 steps (one cp.async group each, Q in the first), every step the next one into the stage the previous
 // step held and waits for its own group with ST - 2 younger ones in flight.
-// FV_GQA8_RING (an experiment switch, off: bench/NOTES.md v32): RING below for the 2-stage fp8 GQA kernels, bit 0 d128,
-// bit 1 d256 (-DFV_GQA8_RING=1 in an ab-build variant)
-#ifndef FV_GQA8_RING
-#define FV_GQA8_RING 0
-#endif
-template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2>
+// RG: RING below (the 2-stage fp8 GQA kernels; the planner's Plan::fp8_ring)
+template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2, bool RG = false>
 struct VerifyWg {
   static constexpr bool MLA = HD == 576;
   static_assert(MLA || HD == 128 || HD == 256, "MLA 576 / 512 or GQA d128 / d256");
@@ -129,7 +125,7 @@ struct VerifyWg {
   static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
   static constexpr uint32_t QOPER = KT * TILE;           // Q
   static constexpr uint32_t OPER = (KT + VT) * TILE;     // one stage: K rows (GQA: and V rows)
-  // RING (fp8 GQA pools, the 2-stage kernels; off unless FV_GQA8_RING says so): the prefix rows land as fp8 bytes in RR
+  // RING (fp8 GQA pools, the 2-stage kernels, where the planner takes it: Plan::fp8_ring): the prefix rows land as fp8 bytes in RR
   // raw stages, two steps ahead, and the next step is widened off this step's chain: K (one stage) by warpgroup 1 while
   // warpgroup 0 does the softmax (after S: barrier BAR_S), V (two stages: this step's P V reads one while the next
   // step's rows are widened into the other) by warpgroup 0 while its P V runs. Each thread copies and widens the same
@@ -138,7 +134,8 @@ struct VerifyWg {
   // us against the default path (bench/NOTES.md v32): B=16 bf16 model 97.2 vs 99.8, fp16 model 92.1 vs 98.8 (16-bit
   // pools: 95.0-95.6), B=4 38.0 vs 37.0; warpgroup 1 widening V's upper half as well: d256 B=16 199.6 vs 172.6.
   static constexpr int RR = 2;
-  static constexpr bool RING = KV8 && !MLA && ST == 2 && (FV_GQA8_RING & (HD == 128 ? 1 : 2)) != 0;
+  static constexpr bool RING = RG;
+  static_assert(!RG || (KV8 && !MLA && ST == 2), "RING: the 2-stage fp8 GQA kernels");
   static_assert(!F16 || ((PROD || RING) && std::is_same<T, __nv_bfloat16>::value),
                 "F16: the bf16 models' producer kernel and RING kernels");
   static constexpr uint32_t RAW_TILE = 64 * 64;             // a tile's fp8 bytes: 64 rows x 64 values, row-major
@@ -1068,13 +1065,14 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 // 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped). HD 128, ST 5 (kGqaWg128S5): ~186 KB,
 // one CTA a multiprocessor, 196 registers, no spill. HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB,
 // one CTA a multiprocessor, 196 registers, no spill
-// F16 (RING only, bf16 models with p.fp8_f16): fp16 products, as the MLA producer kernel's
-template <class T, int HD, int ST, bool KV8, bool F16 = false>
+// RG (fp8 pools, ST 2: Plan::fp8_ring): RING; F16 (RING only, bf16 models with p.fp8_f16): fp16 products, as the MLA
+// producer kernel's
+template <class T, int HD, int ST, bool KV8, bool F16 = false, bool RG = false>
 __global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
     verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T, KV8, false, F16, HD, ST>::run(p, smem);
+  VerifyWg<T, KV8, false, F16, HD, ST, RG>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -1084,9 +1082,21 @@ template <class T, int HD, int ST, bool KV8>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   using W = VerifyWg<T, KV8, false, false, HD, ST>;
   auto kernel = verify_wg_gqa_kernel<T, HD, ST, KV8>;
-  if constexpr (W::RING && std::is_same<T, __nv_bfloat16>::value) {
-    static_assert(VerifyWg<T, true, false, true, HD, ST>::SMEM == W::SMEM, "one shared-memory size");
-    if (p.fp8_f16) kernel = verify_wg_gqa_kernel<T, HD, ST, true, true>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, W::THREADS, W::SMEM, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// the RING kernels (fp8 pools, 2 stages; src/cuda/wg/verify_gqa_ring.cu), with fp16 products for a bf16 model where
+// p.fp8_f16 allows them
+template <class T, int HD>
+cudaError_t launch_verify_wg_gqa_ring(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
+  using W = VerifyWg<T, true, false, false, HD, 2, true>;
+  auto kernel = verify_wg_gqa_kernel<T, HD, 2, true, false, true>;
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    static_assert(VerifyWg<T, true, false, true, HD, 2, true>::SMEM == W::SMEM, "one shared-memory size");
+    if (p.fp8_f16) kernel = verify_wg_gqa_kernel<T, HD, 2, true, true, true>;
   }
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
   if (err != cudaSuccess) return err;

@@ -415,6 +415,51 @@ TEST(Plan, Fp8ThirtyTwoRowTilesTakeTheNarrowKernelAtSmallBatches) {
   }
 }
 
+TEST(Plan, Fp8HopperGqaTakesTheRingKernelsFromSixteenUnits) {
+  // fp8 pools on the 2-stage Hopper GQA kernels (d128, d256): the RING kernels from kFp8RingMinUnits (request, KV head,
+  // row tile) units (bench/NOTES.md v33); FLASHVERIFY_GQA8_RING=0 / 1 forces either and changes nothing else; 16-bit
+  // pools, the 5-stage kernel (fp8 at batch 1 of one KV head) and the other tiles never take it
+  fv::Plan plan;
+  fv::DeviceProps h200_wg = kH200;
+  h200_wg.wg_kernel = true;
+  for (int d : {128, 256})
+    for (int hkv : {1, 2})
+      for (int b : {1, 2, 4, 7, 8, 15, 16, 32}) {
+        fv_problem g = gqa_problem(8 * hkv, hkv, d, 8, b);
+        g.kv_dtype = FV_DTYPE_FP8_E4M3;
+        ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+        const bool two_stage = plan.cfg->id == fv::kGqaWg128 || plan.cfg->id == fv::kGqaWg256;
+        EXPECT_EQ(two_stage, !(d == 128 && hkv == 1 && b == 1)) << d << " " << hkv << " " << b;
+        EXPECT_EQ(plan.fp8_ring, two_stage && b * hkv * plan.m_tiles >= fv::kFp8RingMinUnits) << d << " " << hkv << " " << b;
+        const fv::Plan auto_plan = plan;
+        for (const char* v : {"0", "1"}) {
+          const fvt::ScopedEnv forced("FLASHVERIFY_GQA8_RING", v);
+          ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+          EXPECT_EQ(plan.fp8_ring, two_stage && *v == '1') << d << " " << hkv << " " << b << " " << v;
+          EXPECT_EQ(plan.cfg, auto_plan.cfg);
+          EXPECT_EQ(plan.num_parts, auto_plan.num_parts);
+          EXPECT_EQ(plan.total, auto_plan.total);
+        }
+        g.kv_dtype = 0;
+        const fvt::ScopedEnv forced("FLASHVERIFY_GQA8_RING", "1");
+        ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+        EXPECT_FALSE(plan.fp8_ring) << "16-bit pools " << d << " " << hkv << " " << b;
+      }
+  // a library without the Hopper kernels, other GPUs, and 32 rows a KV head (the 32-row tiles)
+  const fvt::ScopedEnv forced("FLASHVERIFY_GQA8_RING", "1");
+  for (const fv::DeviceProps& dev : {kH200, kSm120, kA100})
+    for (int d : {128, 256}) {
+      fv_problem g = gqa_problem(8, 1, d, 8, 16);
+      g.kv_dtype = FV_DTYPE_FP8_E4M3;
+      ASSERT_EQ(fv::make_plan(g, dev, &plan), FV_OK);
+      EXPECT_FALSE(plan.fp8_ring) << plan.cfg->name;
+    }
+  fv_problem g = gqa_problem(32, 8, 128, 8, 16);
+  g.kv_dtype = FV_DTYPE_FP8_E4M3;
+  ASSERT_EQ(fv::make_plan(g, h200_wg, &plan), FV_OK);
+  EXPECT_FALSE(plan.fp8_ring) << plan.cfg->name;
+}
+
 TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
   fv::Plan plan;
   const fv_problem p = mla_problem(16, 8, 1);

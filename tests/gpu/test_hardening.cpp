@@ -981,6 +981,31 @@ TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
   }
 }
 
+// The RING kernels (fp8 pools on the 2-stage Hopper GQA kernels: Plan::fp8_ring) forced on `config`, against the
+// oracle, with fp16 products allowed (a bf16 model's RING kernel multiplies in fp16 where the scales allow it) and
+// not; and which kernel ran, from the raw outputs: with bf16 products the RING kernel rounds as the 2-stage kernel
+// (`plain`, run with FLASHVERIFY_GQA8_RING=0), with fp16 products a bf16 model's output differs from it, and where the
+// dispatcher keeps the mma.sync tile (`wg_expected` false: score modifiers) the output is `mma`'s, bit for bit.
+void check_ring(const HostProblem& hp, const char* config, const std::string& label, bool wg_expected,
+                const std::vector<uint8_t>& plain, const std::vector<uint8_t>& mma) {
+  const bool hopper = hopper_mla_kernel_here();
+  const ScopedEnv forced("FLASHVERIFY_CONFIG", config), ring("FLASHVERIFY_GQA8_RING", "1");
+  for (int f16 : {1, 0}) {
+    const ScopedEnv products("FLASHVERIFY_FP8_MLA_F16", f16 ? "1" : "0");
+    const std::string what = label + " [" + config + ", ring" + (f16 ? "" : ", bf16 products") + "]";
+    ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, what.c_str()));
+    const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
+    ASSERT_EQ(r.status, FV_OK) << what << ": " << r.error;
+    if (!hopper) continue;
+    if (!wg_expected)
+      EXPECT_TRUE(r.raw_out == mma) << what << ": a Hopper kernel ran where the dispatcher keeps the mma.sync tile";
+    else if (f16 && hp.spec.dtype == FV_DTYPE_BF16)
+      EXPECT_TRUE(r.raw_out != plain) << what << ": the fp16 products did not run";
+    else
+      EXPECT_TRUE(r.raw_out == plain) << what << ": the RING kernel rounds unlike the 2-stage kernel (or did not run)";
+  }
+}
+
 // The Hopper GQA d128 kernel (gqa128_wg_bm64_bn64_s2; the planner takes it on sm_90 for GQA d128 with more than 32
 // rows a KV head) against the oracle on what the random set meets rarely: partitions that span several requests,
 // sixteen requests in a page table, several row tiles a KV head, key steps made only of draft keys, padded and empty
@@ -1005,13 +1030,15 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
     std::vector<uint8_t> raw[3];  // the mma.sync tile, the Hopper kernel with 2 stages, with 5
     const char* configs[3] = {"gqa128_bm64_bn64_s2", "gqa128_wg_bm64_bn64_s2", "gqa128_wg_bm64_bn64_s5"};
     for (int k = 0; k < 3; ++k) {
-      const ScopedEnv forced("FLASHVERIFY_CONFIG", configs[k]);
+      // (the 2-stage kernel without RING here: check_ring runs that)
+      const ScopedEnv forced("FLASHVERIFY_CONFIG", configs[k]), plain("FLASHVERIFY_GQA8_RING", "0");
       const std::string what = std::string(label) + " [" + configs[k] + "]";
       ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, what.c_str()));
       const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
       ASSERT_EQ(r.status, FV_OK) << what << ": " << r.error;
       raw[k] = r.raw_out;
     }
+    if (s.kv_fp8) ASSERT_NO_FATAL_FAILURE(check_ring(hp, configs[1], label, wg_expected, raw[1], raw[0]));
     if (wg_expected) {
       ++served;
       differed += raw[1] != raw[0];
@@ -1152,13 +1179,14 @@ void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_con
     std::vector<uint8_t> raw[2];
     for (int wg : {1, 0}) {
       const char* config = wg ? wg_config : mma_config;
-      const ScopedEnv forced("FLASHVERIFY_CONFIG", config);
+      const ScopedEnv forced("FLASHVERIFY_CONFIG", config), plain("FLASHVERIFY_GQA8_RING", "0");
       const std::string what = label + " [" + config + "]";
       ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(hp, what.c_str()));
       const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
       ASSERT_EQ(r.status, FV_OK) << what << ": " << r.error;
       raw[wg] = r.raw_out;
     }
+    if (s.kv_fp8) ASSERT_NO_FATAL_FAILURE(check_ring(hp, wg_config, label, wg_expected, raw[1], raw[0]));
     if (wg_expected) differed += raw[1] != raw[0];
     else if (hopper) EXPECT_TRUE(raw[1] == raw[0]) << label << ": the Hopper kernel ran where the mma.sync tile should";
   };
