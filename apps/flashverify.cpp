@@ -365,8 +365,8 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
       add(name, h);
       add(name + " [fp8 kv]", fvt::with_fp8(h, 0.5f, 1.5f));
     }
-    // ... where the planner's choice between the 2-stage kernel and its RING kernel (Plan::fp8_ring) falls: an fp16
-    // model at smaller batches, and short prefixes at batch 16 (few steps a partition)
+    // ... where the 2-stage kernel's RING kernels (FLASHVERIFY_GQA8_RING=1) win or lose: an fp16 model at smaller
+    // batches, and short prefixes at batch 16 (few steps a partition)
     for (int b : {4, 8}) {
       CaseSpec h = uniform(false, 8, 1, 128, 8, 32768, b);
       h.dtype = FV_DTYPE_FP16;

@@ -220,17 +220,16 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
     }
   }
   plan->m_tiles = static_cast<int>(ceil_div(int64_t(plan->group) * p.max_draft, cfg->bm));
-  // fp8 pools on the 2-stage Hopper GQA kernels (d128, d256): from kFp8RingMinUnits (request, KV head, row tile) units
-  // the RING kernels (verify_wg.cuh: the next step widened off the step's chain; more setup a partition). H200,
-  // GQA 8/1 N=8 P=32K, graph us, RING / the 2-stage kernel (bench/NOTES.md v33): see the table there.
-  // FLASHVERIFY_GQA8_RING=0 / 1 forces either (benchmark A/B, tests); read per call. (The dispatcher keeps the mma.sync
-  // tile for score modifiers other than the scales, ring or not.)
+  // fp8 pools on the 2-stage Hopper GQA kernels (d128, d256): their RING kernels (verify_wg.cuh: the next step widened
+  // off the step's chain) only where FLASHVERIFY_GQA8_RING=1 asks for them (read per call). They win only where every
+  // partition is long, which depends on the prefix lengths, device data the planner does not see. H200, GQA 8/1 N=8,
+  // graph us, RING / the 2-stage kernel (bench/NOTES.md v33): P=32K B=16 fp16 model 92.0 / 98.0, B=8 56.3 / 57.7, B=4
+  // 37.3 / 36.9; bf16 model 99.5 / 99.2, B=8 60.5 / 58.0, B=4 40.9 / 37.0; P=4K B=16 38.0 / 29.9; d256 P=32K B=16
+  // 162.8 / 170.1, B=8 102.4 / 94.7, B=4 64.5 / 55.9, b1 37.7 / 27.1. (The dispatcher keeps the mma.sync tile for score
+  // modifiers other than the scales, ring or not.)
   if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && (cfg->id == kGqaWg128 || cfg->id == kGqaWg256)) {
-    plan->fp8_ring = int64_t(p.batch_size) * p.num_kv_heads * plan->m_tiles >= kFp8RingMinUnits;
-    if (const char* v = std::getenv("FLASHVERIFY_GQA8_RING")) {
-      if (std::strcmp(v, "0") == 0) plan->fp8_ring = false;
-      if (std::strcmp(v, "1") == 0) plan->fp8_ring = true;
-    }
+    const char* v = std::getenv("FLASHVERIFY_GQA8_RING");
+    plan->fp8_ring = v != nullptr && std::strcmp(v, "1") == 0;
   }
   plan->ctas_per_sm = estimate_ctas_per_sm(*cfg, props);
   const int64_t base = int64_t(plan->m_tiles) * p.num_kv_heads;

@@ -45,9 +45,6 @@ struct SchedLayout {
 constexpr int kInlinePlanMaxBatch = 16;
 // fp8 pools on the 32-row d128 tiles: batches up to this size take 64-key compact steps (Plan::fp8_narrow)
 constexpr int kFp8NarrowMaxBatch = 8;
-// fp8 pools on the 2-stage Hopper GQA kernels: from this many (request, KV head, row tile) units the RING kernels
-// (Plan::fp8_ring)
-constexpr int kFp8RingMinUnits = 16;
 
 // Warps of a combine block (combine.cuh); a block merges 16 / Plan::combine_wpr (row, column slice) units.
 constexpr int kCombineBlockWarps = 16;
@@ -70,7 +67,7 @@ struct Plan {
   int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits (plan.cpp)
   bool combine_block8 = false;   // wpr 8 in 8-warp blocks, one unit a block (combine_blocks = units)
   bool fp8_narrow = false;       // fp8 pools on a 32-row d128 tile at a small batch: verify_kernel_narrow (plan.cpp)
-  bool fp8_ring = false;         // fp8 pools on a 2-stage Hopper GQA kernel at a large batch: its RING kernel (plan.cpp)
+  bool fp8_ring = false;         // fp8 pools on a 2-stage Hopper GQA kernel: its RING kernel (FLASHVERIFY_GQA8_RING=1: plan.cpp)
   int64_t combine_blocks = 0;    // combine grid: ceil(units / (16 / combine_wpr)), or units with combine_block8;
                                  // 0 when nothing is split
   // workspace layout, bytes from its start

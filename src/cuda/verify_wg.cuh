@@ -125,14 +125,15 @@ struct VerifyWg {
   static constexpr uint32_t TILE = 64 * 128;             // one SW128 tile: 64 rows x 64 columns
   static constexpr uint32_t QOPER = KT * TILE;           // Q
   static constexpr uint32_t OPER = (KT + VT) * TILE;     // one stage: K rows (GQA: and V rows)
-  // RING (fp8 GQA pools, the 2-stage kernels, where the planner takes it: Plan::fp8_ring): the prefix rows land as fp8 bytes in RR
-  // raw stages, two steps ahead, and the next step is widened off this step's chain: K (one stage) by warpgroup 1 while
-  // warpgroup 0 does the softmax (after S: barrier BAR_S), V (two stages: this step's P V reads one while the next
-  // step's rows are widened into the other) by warpgroup 0 while its P V runs. Each thread copies and widens the same
-  // raw chunks (16 bytes of a row), so no barrier guards the raw stages. Draft rows (model dtype) and zeros are copied
-  // straight into the widened stages when their step is prepared (tail steps only). H200, GQA 8/1 d128 N=8 P=32K, graph
-  // us against the default path (bench/NOTES.md v32): B=16 bf16 model 97.2 vs 99.8, fp16 model 92.1 vs 98.8 (16-bit
-  // pools: 95.0-95.6), B=4 38.0 vs 37.0; warpgroup 1 widening V's upper half as well: d256 B=16 199.6 vs 172.6.
+  // RING (fp8 GQA pools, the 2-stage kernels; Plan::fp8_ring: only with FLASHVERIFY_GQA8_RING=1): the prefix rows land
+  // as fp8 bytes in RR raw stages, two steps ahead, and the next step is widened off this step's chain: K (one stage) by
+  // warpgroup 1 while warpgroup 0 does the softmax (after S: barrier BAR_S), V (two stages: this step's P V reads one
+  // while the next step's rows are widened into the other) by warpgroup 0 while its P V runs. Each thread copies and
+  // widens the same raw chunks (16 bytes of a row), so no barrier guards the raw stages. Draft rows (model dtype) and
+  // zeros are copied straight into the widened stages when their step is prepared (tail steps only). H200, GQA 8/1 N=8,
+  // graph us against the 2-stage kernel (bench/NOTES.md v33): P=32K B=16 fp16 model 92.0 vs 98.0 (16-bit pools ~96),
+  // d256 (bf16 model, fp16 products) 162.8 vs 170.1; but a bf16 model's d128 99.5 vs 99.2, and shorter partitions lose:
+  // P=4K B=16 38.0 vs 29.9, d256 B=8 102.4 vs 94.7, b1 37.7 vs 27.1.
   static constexpr int RR = 2;
   static constexpr bool RING = RG;
   static_assert(!RG || (KV8 && !MLA && ST == 2), "RING: the 2-stage fp8 GQA kernels");
