@@ -224,7 +224,7 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // off the step's chain) only where FLASHVERIFY_GQA8_RING=1 asks for them (read per call). They win only where every
   // partition is long, which depends on the prefix lengths, device data the planner does not see. H200, GQA 8/1 N=8,
   // graph us, RING / the 2-stage kernel (bench/NOTES.md v33): P=32K B=16 fp16 model 92.0 / 98.0, B=8 56.3 / 57.7, B=4
-  // 37.3 / 36.9; bf16 model 99.5 / 99.2, B=8 60.5 / 58.0, B=4 40.9 / 37.0; P=4K B=16 38.0 / 29.9; d256 P=32K B=16
+  // 37.3 / 36.9; bf16 model 99.5 / 99.2, B=8 60.5 / 57.9, B=4 40.9 / 37.0; P=4K B=16 38.0 / 29.9; d256 P=32K B=16
   // 162.8 / 170.1, B=8 102.4 / 94.7, B=4 64.5 / 55.9, b1 37.7 / 27.1. (The dispatcher keeps the mma.sync tile for score
   // modifiers other than the scales, ring or not.)
   if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && (cfg->id == kGqaWg128 || cfg->id == kGqaWg256)) {
