@@ -89,6 +89,9 @@ namespace fv {
 // issues ST - 1 steps (one cp.async group each, Q in the first), every step the next one into the stage the previous
 // step held and waits for its own group with ST - 2 younger ones in flight.
 // RG: RING below (the 2-stage fp8 GQA kernels; the planner's Plan::fp8_ring)
+#ifdef FV_GQA8_RING
+#error "FV_GQA8_RING (v32's compile-time switch) is gone: the RING kernels are always built; FLASHVERIFY_GQA8_RING=1 takes them"
+#endif
 template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2, bool RG = false>
 struct VerifyWg {
   static constexpr bool MLA = HD == 576;
@@ -1065,7 +1068,8 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 // HD 128, ST 2 (kGqaWg128): about 90 KB of shared memory, two CTAs a multiprocessor (ptxas at two CTAs' 128 registers:
 // 120 / 148 bytes of spill, mostly outside the step loop; 159 registers uncapped). HD 128, ST 5 (kGqaWg128S5): ~186 KB,
 // one CTA a multiprocessor, 196 registers, no spill. HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB,
-// one CTA a multiprocessor, 196 registers, no spill
+// one CTA a multiprocessor, 196 registers, no spill. RING (fp8, 2 stages): ~106 KB at d128 (still two CTAs a
+// multiprocessor), ~202 KB at d256
 // RG (fp8 pools, ST 2: Plan::fp8_ring): RING; F16 (RING only, bf16 models with p.fp8_f16): fp16 products, as the MLA
 // producer kernel's
 template <class T, int HD, int ST, bool KV8, bool F16 = false, bool RG = false>

@@ -706,6 +706,17 @@ TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
   m.k_scale = 0.5f;
   m.v_scale = 2.f;
   ASSERT_NO_FATAL_FAILURE(run_padded_fp8(m, "mla576_bm64_bn64_s2"));
+  // the Hopper GQA kernels' fp8 path (rows widened in shared memory) and their RING kernels (16-byte raw copies where
+  // the rows allow them, two 8-byte ones otherwise), d128 and d256, rows 8- and 16-byte aligned
+  for (const char* ring : {"0", "1"}) {
+    const ScopedEnv kernel("FLASHVERIFY_GQA8_RING", ring);
+    for (int pad : {8, 16}) {
+      ASSERT_NO_FATAL_FAILURE(run_padded_fp8(g, "gqa128_wg_bm64_bn64_s2", pad));
+      CaseSpec g256 = g;
+      g256.dqk = g256.dv = 256;
+      ASSERT_NO_FATAL_FAILURE(run_padded_fp8(g256, "gqa256_wg_bm64_bn64_s2", pad));
+    }
+  }
 }
 
 // The 32-row d128 fp8 tiles multiply their compact steps in fp16 (bf16 models too: verify.cuh kF16), two planned
@@ -985,10 +996,18 @@ TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
 // oracle, with fp16 products allowed (a bf16 model's RING kernel multiplies in fp16 where the scales allow it) and
 // not; and which kernel ran, from the raw outputs: with bf16 products the RING kernel rounds as the 2-stage kernel
 // (`plain`, run with FLASHVERIFY_GQA8_RING=0), with fp16 products a bf16 model's output differs from it, and where the
-// dispatcher keeps the mma.sync tile (`wg_expected` false: score modifiers) the output is `mma`'s, bit for bit.
+// dispatcher keeps the mma.sync tile (`wg_expected` false: score modifiers) the output is `mma`'s, bit for bit. (With
+// bf16 products the raw outputs cannot tell RING from the 2-stage kernel: the fp16-product inequality is what shows
+// that the dispatcher reaches the RING kernels.)
 void check_ring(const HostProblem& hp, const char* config, const std::string& label, bool wg_expected,
                 const std::vector<uint8_t>& plain, const std::vector<uint8_t>& mma) {
   const bool hopper = hopper_mla_kernel_here();
+  // the dispatcher's window for fp16 products (dispatch.cu, p.fp8_f16): a bf16 model, |k_scale| and |v_scale| in
+  // [2^-12, 2^12] and within 2^6 of each other (0 means 1)
+  const float ak = hp.spec.k_scale == 0.f ? 1.f : std::fabs(hp.spec.k_scale);
+  const float av = hp.spec.v_scale == 0.f ? 1.f : std::fabs(hp.spec.v_scale);
+  const bool f16_window = hp.spec.dtype == FV_DTYPE_BF16 && ak >= 0x1p-12f && ak <= 0x1p12f && av >= 0x1p-12f &&
+                          av <= 0x1p12f && av <= ak * 0x1p6f && ak <= av * 0x1p6f;
   const ScopedEnv forced("FLASHVERIFY_CONFIG", config), ring("FLASHVERIFY_GQA8_RING", "1");
   for (int f16 : {1, 0}) {
     const ScopedEnv products("FLASHVERIFY_FP8_MLA_F16", f16 ? "1" : "0");
@@ -999,7 +1018,7 @@ void check_ring(const HostProblem& hp, const char* config, const std::string& la
     if (!hopper) continue;
     if (!wg_expected)
       EXPECT_TRUE(r.raw_out == mma) << what << ": a Hopper kernel ran where the dispatcher keeps the mma.sync tile";
-    else if (f16 && hp.spec.dtype == FV_DTYPE_BF16)
+    else if (f16 && f16_window)
       EXPECT_TRUE(r.raw_out != plain) << what << ": the fp16 products did not run";
     else
       EXPECT_TRUE(r.raw_out == plain) << what << ": the RING kernel rounds unlike the 2-stage kernel (or did not run)";
