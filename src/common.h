@@ -46,6 +46,11 @@ inline int32_t effective_window(const fv_args& a) {
 inline const int32_t* effective_window_offsets(const fv_args& a) {
   return a.problem.mask_kind == FV_MASK_BYTES && a.sliding_window > 0 ? a.window_kv_offsets : nullptr;
 }
+// request b's offset (off_b: the byte mask's rows are off_b + P_b + N_b wide), 0 where the offsets are not read
+inline int64_t window_offset(const fv_args& a, int b) {
+  const int32_t* woff = effective_window_offsets(a);
+  return woff ? woff[b] : 0;
+}
 
 inline fv_dtype kv_dtype_of(const fv_problem& p) {
   return static_cast<fv_dtype>(p.kv_dtype == 0 ? p.dtype : p.kv_dtype);

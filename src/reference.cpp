@@ -43,8 +43,7 @@ bool draft_visible(const fv_args& a, int b, int64_t qo0, int64_t plen, int64_t n
   switch (p.mask_kind) {
     case FV_MASK_BYTES: {
       const int64_t base = index_at(a.mask_indptr, b);
-      const int32_t* woff = effective_window_offsets(a);
-      const int64_t off = woff ? woff[b] : 0;
+      const int64_t off = window_offset(a, b);
       return a.custom_mask[base + i * (off + plen + n) + off + plen + j] != 0;
     }
     case FV_MASK_BITS: {

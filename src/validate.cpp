@@ -291,8 +291,7 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
       }
     }
     if (p.mask_kind == FV_MASK_BYTES) {
-      const int32_t* woff = effective_window_offsets(a);
-      const int64_t off = woff ? woff[b] : 0;
+      const int64_t off = window_offset(a, b);
       if (off < 0)
         return fail(FV_ERR_BAD_LENGTH, "%s: window_kv_offsets[%d] (%" PRId64 ") is negative", fn, b, off);
       const int64_t m0 = index_at(a.mask_indptr, b), m1 = index_at(a.mask_indptr, b + 1);
