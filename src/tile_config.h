@@ -70,6 +70,13 @@ enum ConfigId {
 //   min_part_cost 2 for the 64- and 32-row d128 tiles (the bn32 tuning tile keeps 8): measured on the
 //   64-row tile, GQA 8/1 b1 24.4 us vs 26.9 at 4 (bench/NOTES.md v8); the 32-row tiles take the same
 //   value unmeasured at batch 1.
+// - Request overhead 4 steps on the 64-key GQA d128 / d256 plans of sm_90 (the Hopper kernels, their 5-stage sibling
+//   and the mma.sync tiles of the same plans, which must partition alike): a segment's fixed costs (plan, indices,
+//   first keys, partial store: ~9 us in the v34 trace) are ~3.6 of its ~2.5 us steps, and at 2 (d256: 1) the
+//   partitions that begin a request mid-way ran two segments and finished last. H200 env A/B (v34, graph us, x2):
+//   GQA 8/1 d128 N=8 P=4K B=16 29.2 vs 31.3 (fp8 28.2 vs 30.0), P=32K B=16 95.0 vs 96.1, d256 B=16 156.9 vs 158.9
+//   (fp8 169.5 vs 173.5); b1, B=4 and GQA 32/8 B=16 unchanged (3 gives about the same). The 64-key d128 mma.sync tile
+//   is also sm_80 - sm_120's GQA d128 tile: there the value is unmeasured.
 // - GQA d256: 16-key steps in 99 KB (3 stages); where two 104 KB CTAs fit (sm_90 / sm_100), 32-key steps in 2
 //   stages: half the per-step work (barriers, softmax, O rescale) per key with as many bytes in flight. H200
 //   (v15): GQA 8/1 d256 N=8 B=16 251 vs 277 us, GQA 16/2 B=16 472 vs 523, b1 39.7 vs 38.7 (1 us slower); it
@@ -78,7 +85,7 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     {kMlaLarge, "mla576_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 2, 3},
     {kMlaSmall, "mla576_bm32_bn16_s3", 32, 16, 576, 512, 2, 2, 1, 4, 3, true, 1, false, 2, 6},
     {kGqa64, "gqa64_bm64_bn64_s4", 64, 64, 64, 64, 4, 2, 4, 2, 4, false, 2, false, 2, 4},
-    {kGqa128, "gqa128_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, false, 2, 2},
+    {kGqa128, "gqa128_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, false, 4, 2},
     {kGqa256, "gqa256_bm64_bn16_s3", 64, 16, 256, 256, 4, 2, 4, 2, 3, false, 2, false, 2, 8},
     // for groups x drafts <= 32 rows (GQA 32/8 with 8 drafts): half the MMA work of the 64-row tile
     {kGqa128Bm32, "gqa128_bm32_bn64_s2", 32, 64, 128, 128, 2, 2, 2, 2, 2, false, 2, false, 2, 2},
@@ -99,21 +106,21 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     // the Hopper kernel for GQA d128 (verify_wg.cuh with HD 128: wgmma, sm_90a only; 16-bit pools without score
     // modifiers, anything else takes the 64-row mma.sync tile of the same geometry, kGqa128): ~90 KB, two CTAs a
     // multiprocessor
-    {kGqaWg128, "gqa128_wg_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, true, 2, 2},
+    {kGqaWg128, "gqa128_wg_bm64_bn64_s2", 64, 64, 128, 128, 4, 2, 4, 2, 2, false, 2, true, 4, 2},
     // the same kernel with 5 stages (~186 KB, one CTA a multiprocessor): four steps of K / V in flight a CTA, so that a
     // batch-1 partition (~4 steps) is issued whole by the prologue. The planner takes it for fp8 pools at batch 1 of
     // one KV head (v31: GQA 8/1 N=8 b1 20.9 vs 22.3 us on the 2-stage kernel); for 16-bit pools it is forced only. H200
     // (bench/NOTES.md v29, graph us, x3) against the planner's tiles: GQA 8/1 N=8 b1 21.6 vs 21.9 (its steps are at the
     // memory floor, ~1.06 us for 32 KB a multiprocessor), 4/1 b1 21.3 vs 20.5, 16/2 b1 30.8 vs 29.2, 8/1 B=2 30.6 vs
     // 29.2, 32/8 b1 68.1 vs 54.8
-    {kGqaWg128S5, "gqa128_wg_bm64_bn64_s5", 64, 64, 128, 128, 4, 2, 4, 2, 5, false, 1, true, 2, 2},
+    {kGqaWg128S5, "gqa128_wg_bm64_bn64_s5", 64, 64, 128, 128, 4, 2, 4, 2, 5, false, 1, true, 4, 2},
     // GQA d256 with 64-key steps (~170 KB, one CTA a multiprocessor): the Hopper kernel (verify_wg.cuh with HD 256;
     // 16-bit pools without score modifiers; the planner's d256 tile on sm_90) and the mma.sync tile of the same plan,
     // which serves the rest (modifiers). H200 (bench/NOTES.md v29, graph us): GQA 8/1 N=8 B=16 156.5 (Hopper) / 191.8
     // (mma.sync) / 251.8 (the 32-key tile), 16/2 B=16 281.9 / 359.1 / 474.1, 8/1 b1 27.8 / 29.2 / 40.2. The 64-key
     // mma.sync tile also serves fp8 pools on sm_90: GQA 8/1 N=8 B=16 281.8 vs 322.7 (32-key tile), b1 33.8 vs 42.8
-    {kGqa256Bn64, "gqa256_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 1, 2},
-    {kGqaWg256, "gqa256_wg_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 1, 2},
+    {kGqa256Bn64, "gqa256_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 4, 2},
+    {kGqaWg256, "gqa256_wg_bm64_bn64_s2", 64, 64, 256, 256, 4, 2, 4, 2, 2, false, 1, true, 4, 2},
 };
 
 // The configurations with a second fp8 kernel (verify_kernel_narrow: 64-key compact steps, for small batches; the
