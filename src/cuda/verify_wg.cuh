@@ -691,11 +691,6 @@ struct VerifyWg {
         if (s.k_begin + j < s.k_end) ring_fetch(p, s, s.k_begin + j, first[j]);
 #pragma unroll
       for (int j = 0; j < RR; ++j) {
-#if !defined(FV_RING_PROLOGUE_V33)
-        // step 1's rows once step 0's have landed: issued together, at the start of a segment (every CTA starts at
-        // once, so the memory system is the bottleneck) step 1's bytes delay step 0's by their transfer time
-        if (j == 1) cp_async_wait<0>();
-#endif
         if (s.k_begin + j < s.k_end) {
           if (wgi == 0) ring_issue<0>(p, s, s.k_begin + j, first[j], base + OFF_RAW + j * RAW_STAGE, hk);
           else ring_issue<1>(p, s, s.k_begin + j, first[j], base + OFF_RAW + j * RAW_STAGE, hk);
