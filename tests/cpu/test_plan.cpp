@@ -4,6 +4,7 @@
 // counts and partial-state slots match what the kernels index.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -754,10 +755,13 @@ Simulated schedule(const std::vector<int64_t>& drafts, const std::vector<int64_t
 
 TEST(Partition, EveryStepOnceAndSplitsConsistent) {
   std::mt19937_64 rng(1234);
+  int max_overhead = 0;  // every configuration's request overhead, and one past the largest
+  for (const fv::TileConfig& c : fv::kTileConfigs) max_overhead = std::max(max_overhead, c.overhead);
+  ASSERT_GE(max_overhead, 4);
   for (int trial = 0; trial < 3000; ++trial) {
     const int batch = 1 + static_cast<int>(rng() % 12);
     const int bn = (rng() % 2) ? 64 : 16;
-    const int overhead = static_cast<int>(rng() % 4);
+    const int overhead = static_cast<int>(rng() % (max_overhead + 2));
     const int grid_parts = 1 + static_cast<int>(rng() % 300);
     const int min_cost = 1 + static_cast<int>(rng() % 8);
     std::vector<int64_t> drafts(batch), prefixes(batch);
