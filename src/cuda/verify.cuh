@@ -22,6 +22,7 @@
 // scoring path selected by a uniform flag, so the plain path's instructions are unchanged.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <cuda_runtime.h>
@@ -36,6 +37,17 @@
 #include "trace.cuh"
 
 namespace fv {
+
+// Launches `kernel` (any verify kernel: one VerifyParams argument) with `smem` bytes of dynamic shared memory, raising
+// its limit first. The limit is a host-side attribute, not a stream operation: legal while a graph is being captured.
+template <class Kernel>
+cudaError_t launch_with_smem(Kernel kernel, dim3 grid, int threads, std::size_t smem, const VerifyParams& p,
+                             cudaStream_t stream) {
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, threads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile whose rows hold CHUNKS chunks. The chunk
 // index is XOR-ed with bits of the row so that the 8 rows one ldmatrix phase reads fall in 8 different

@@ -12,13 +12,7 @@ namespace fv {
 template <int CFG, class T, bool MODS, bool KV8>
 cudaError_t launch_verify(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   constexpr TileConfig C = kTileConfigs[CFG];
-  // raising the dynamic shared-memory limit is a host-side attribute, not a stream operation: legal
-  // while a graph is being captured
-  cudaError_t err = cudaFuncSetAttribute(verify_kernel<CFG, T, MODS, KV8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(C.smem_bytes()));
-  if (err != cudaSuccess) return err;
-  verify_kernel<CFG, T, MODS, KV8><<<grid, C.threads(), C.smem_bytes(), stream>>>(p);
-  return cudaGetLastError();
+  return launch_with_smem(verify_kernel<CFG, T, MODS, KV8>, grid, C.threads(), C.smem_bytes(), p, stream);
 }
 
 // the attributes of the kernel the device loaded (the device query reads its PTX version: cuda_current_device)
@@ -35,11 +29,7 @@ cudaError_t verify_kernel_attributes(cudaFuncAttributes* fa) {
 template <int CFG, class T>
 cudaError_t launch_verify_narrow(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   constexpr TileConfig C = kTileConfigs[CFG];
-  cudaError_t err = cudaFuncSetAttribute(verify_kernel_narrow<CFG, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(C.smem_bytes()));
-  if (err != cudaSuccess) return err;
-  verify_kernel_narrow<CFG, T><<<grid, C.threads(), C.smem_bytes(), stream>>>(p);
-  return cudaGetLastError();
+  return launch_with_smem(verify_kernel_narrow<CFG, T>, grid, C.threads(), C.smem_bytes(), p, stream);
 }
 
 #define FV_INSTANTIATE_VERIFY_NARROW(CFG, T) \

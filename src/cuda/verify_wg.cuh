@@ -1089,10 +1089,7 @@ template <class T, int HD, int ST, bool KV8>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   using W = VerifyWg<T, KV8, false, false, HD, ST>;
   auto kernel = verify_wg_gqa_kernel<T, HD, ST, KV8>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
-  if (err != cudaSuccess) return err;
-  kernel<<<grid, W::THREADS, W::SMEM, stream>>>(p);
-  return cudaGetLastError();
+  return launch_with_smem(kernel, grid, W::THREADS, W::SMEM, p, stream);
 }
 
 // the RING kernels (fp8 pools, 2 stages; src/cuda/wg/verify_gqa_ring.cu), with fp16 products for a bf16 model where
@@ -1105,10 +1102,7 @@ cudaError_t launch_verify_wg_gqa_ring(const VerifyParams& p, dim3 grid, cudaStre
     static_assert(VerifyWg<T, true, false, true, HD, 2, true>::SMEM == W::SMEM, "one shared-memory size");
     if (p.fp8_f16) kernel = verify_wg_gqa_kernel<T, HD, 2, true, true, true>;
   }
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
-  if (err != cudaSuccess) return err;
-  kernel<<<grid, W::THREADS, W::SMEM, stream>>>(p);
-  return cudaGetLastError();
+  return launch_with_smem(kernel, grid, W::THREADS, W::SMEM, p, stream);
 }
 
 // prod (KV8 only): the producer-warpgroup kernel; with p.fp8_f16 (bf16 models) its fp16 products
@@ -1122,12 +1116,7 @@ cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaSt
     static_assert(VerifyWg<T, true, true, true>::SMEM == W::SMEM, "one shared-memory size");
     if (prod && p.fp8_f16) kernel = verify_wg_kernel_prod<T, true>;
   }
-  const int threads = KV8 && prod ? WP::THREADS : W::THREADS;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(W::SMEM));
-  if (err != cudaSuccess) return err;
-  kernel<<<grid, threads, W::SMEM, stream>>>(p);
-  return cudaGetLastError();
+  return launch_with_smem(kernel, grid, KV8 && prod ? WP::THREADS : W::THREADS, W::SMEM, p, stream);
 }
 
 }  // namespace fv
