@@ -21,8 +21,10 @@ cudaError_t verify_kernel_attributes(cudaFuncAttributes* fa) {
   return cudaFuncGetAttributes(fa, verify_kernel<CFG, T, MODS, KV8>);
 }
 
-#define FV_INSTANTIATE_VERIFY(CFG, T, MODS, KV8)                                               \
-  template cudaError_t launch_verify<CFG, T, MODS, KV8>(const VerifyParams&, dim3, cudaStream_t); \
+#define FV_INSTANTIATE_VERIFY(CFG, T, MODS, KV8) \
+  template cudaError_t launch_verify<CFG, T, MODS, KV8>(const VerifyParams&, dim3, cudaStream_t);
+// (only the instantiations the device query reads: kMlaLarge bf16, in its unit)
+#define FV_INSTANTIATE_VERIFY_ATTRIBUTES(CFG, T, MODS, KV8) \
   template cudaError_t verify_kernel_attributes<CFG, T, MODS, KV8>(cudaFuncAttributes*);
 
 // the fp8 32-row tiles with 64-key compact steps (verify_kernel_narrow)
