@@ -18,6 +18,17 @@
 
 namespace fv {
 
+// The CUDA path's limit on a call's tokens, the sum over the batch of P_b + N_b (flashverify.h, kv_indptr): the
+// device planner and the kernels count key positions and the batch's work (request_cost sums) in int32. The lengths
+// are device data, so only check mode enforces it.
+constexpr int64_t kMaxBatchTokens = int64_t(1) << 30;
+// that sum from the two indptr arrays' ends (lengths already checked: non-negative, non-decreasing), saturated at
+// kMaxBatchTokens (no overflow for lengths near INT64_MAX)
+FV_HD int64_t batch_tokens(int64_t qo_first, int64_t qo_last, int64_t kv_first, int64_t kv_last) {
+  const int64_t n = qo_last - qo_first, k = kv_last - kv_first;
+  return n >= kMaxBatchTokens || k >= kMaxBatchTokens ? kMaxBatchTokens : n + k;
+}
+
 FV_HD int request_cost(int64_t num_draft, int64_t prefix_len, int block_n, int overhead) {
   return num_draft > 0 ? static_cast<int>((prefix_len + num_draft + block_n - 1) / block_n) + overhead : 0;
 }

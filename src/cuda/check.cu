@@ -37,6 +37,7 @@ struct CheckParams {
   const int32_t* woff;  // window_kv_offsets (byte mask) or null
   const float* sinks;   // [num_q_heads] or null: NaN and +inf are bad entries
   int num_q_heads;
+  int batch;
 };
 
 __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_constant__ CheckParams c) {
@@ -51,6 +52,11 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
     good = m0 >= 0 && off >= 0 && m1 - m0 == n * (off + plen + n);
   }
   if (good && c.paged) good = prefix_pages(plen, c.page_size) <= c.pt_stride;
+  if (b == 0 && blockIdx.y == 0 && threadIdx.x == 0) {  // the batch's tokens once: below kMaxBatchTokens
+    const int64_t qb = load_index(c.qo, c.batch, c.qo64), kb = load_index(c.kv, c.batch, c.kv64);
+    // (bad first entries are counted below; a decreasing array makes the sum smaller, and the host names it first)
+    if (q0 >= 0 && k0 >= 0 && batch_tokens(q0, qb, k0, kb) >= kMaxBatchTokens) atomicAdd(&g_bad_entries, 1u);
+  }
   if (b == 0 && blockIdx.y == 0 && c.sinks != nullptr) {  // the sinks once (they do not depend on the request)
     unsigned bad_sinks = 0;
     for (int h = threadIdx.x; h < c.num_q_heads; h += kCheckThreads) {
@@ -165,6 +171,13 @@ fv_status explain_on_host(const fv_args& a, unsigned bad) {
   }
   const fv_status st = validate_device_data(h, "fv_run (FLASHVERIFY_CHECK)");
   if (st != FV_OK) return st;
+  // (the lengths passed the validator: non-negative and non-decreasing)
+  const int64_t tokens = batch_tokens(index_at(h.qo_indptr, 0), index_at(h.qo_indptr, B), index_at(h.kv_indptr, 0),
+                                      index_at(h.kv_indptr, B));
+  if (tokens >= kMaxBatchTokens)
+    return fail(FV_ERR_UNSUPPORTED, "fv_run (FLASHVERIFY_CHECK): the batch's prefix and draft tokens sum to %s%" PRId64
+                " (qo_indptr[%d] - qo_indptr[0] + kv_indptr[%d] - kv_indptr[0]); the CUDA kernels take fewer than 2^30 "
+                "a call (flashverify.h, kv_indptr)", tokens == kMaxBatchTokens ? "at least " : "", tokens, B, B);
   return fail(FV_ERR_BAD_INDEX, "fv_run (FLASHVERIFY_CHECK): the device check counted %u bad entries that the host "
               "re-check could not name", bad);
 }
@@ -197,6 +210,7 @@ fv_status cuda_check_inputs(const fv_args& a, void* stream) {
   c.woff = effective_window_offsets(a);
   c.sinks = a.sinks;
   c.num_q_heads = p.num_q_heads;
+  c.batch = p.batch_size;
 
   static std::mutex mu;  // one check at a time per process: the verdict lives in one device word
   std::lock_guard<std::mutex> lock(mu);

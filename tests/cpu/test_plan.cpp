@@ -823,3 +823,15 @@ TEST(Partition, BalancedWork) {
 }
 
 }  // namespace
+
+// The CUDA path's token limit (check mode's): the sum of P_b + N_b from the indptr ends, saturated without overflow
+TEST(Partition, BatchTokensSaturateAtTheLimit) {
+  const int64_t lim = fv::kMaxBatchTokens;
+  EXPECT_EQ(lim, int64_t(1) << 30);
+  EXPECT_EQ(fv::batch_tokens(0, 17, 0, lim - 18), lim - 1);
+  EXPECT_EQ(fv::batch_tokens(0, 17, 0, lim - 17), lim);
+  EXPECT_EQ(fv::batch_tokens(5, 22, 100, 100 + lim - 18), lim - 1);  // (arrays that do not start at 0)
+  EXPECT_EQ(fv::batch_tokens(0, 8, 0, INT64_MAX), lim);             // no overflow near INT64_MAX
+  EXPECT_EQ(fv::batch_tokens(0, INT64_MAX, 0, INT64_MAX), lim);
+  EXPECT_EQ(fv::batch_tokens(0, 0, 0, 0), 0);
+}

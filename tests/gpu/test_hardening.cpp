@@ -244,6 +244,44 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     put_device<int32_t>(a.parents, q1 + 4, old_par4);
     ASSERT_EQ(run_checked(dp, a), FV_OK) << "restored: " << fv_last_error();
   }
+  {  // a batch of 2^30 tokens (flashverify.h, kv_indptr: the CUDA kernels count a call's tokens in int32 and take
+     // fewer): request 0's prefix brings the sum of P_b + N_b to exactly 2^30, read through a page table of 128-token
+     // pages (every page valid), so nothing but the sum is wrong
+    CaseSpec s = base_case(false, seed + 2);
+    s.addressing = FV_KV_PAGE_TABLE;
+    s.page_size = 128;
+    s.mask_kind = FV_MASK_PARENTS;
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::DeviceProblem dp(hp);
+    ASSERT_TRUE(dp.ok()) << dp.error();
+    const int B = static_cast<int>(hp.kv_indptr.size()) - 1;
+    const int64_t limit = int64_t(1) << 30, drafts = hp.qo_indptr[B] - hp.qo_indptr[0];
+    const int64_t p0 = limit - drafts, pages = (p0 + 127) / 128;
+    std::vector<int64_t> kv(B + 1, p0);
+    kv[0] = 0;
+    std::vector<int32_t> table(static_cast<size_t>(B * pages), 0);
+    for (int64_t i = 0; i < pages; ++i) table[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    void *kv_dev = nullptr, *table_dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&kv_dev, kv.size() * sizeof(int64_t)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&table_dev, table.size() * sizeof(int32_t)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(kv_dev, kv.data(), kv.size() * sizeof(int64_t), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(table_dev, table.data(), table.size() * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
+    fv_args big = dp.args();
+    big.kv_indptr = fv_index{kv_dev, FV_INDEX_INT64, 0};
+    big.page_table = static_cast<const int32_t*>(table_dev);
+    big.page_table_stride = pages;
+    big.num_slots = pages * 128;  // (the check reads no pool row)
+    ++tried;
+    const fv_status st = run_checked(dp, big);
+    const std::string msg = fv_last_error();
+    EXPECT_EQ(st, FV_ERR_UNSUPPORTED) << msg;
+    EXPECT_NE(msg.find("1073741824"), std::string::npos) << "message '" << msg << "' lacks the sum";
+    reported += st == FV_ERR_UNSUPPORTED && msg.find("1073741824") != std::string::npos;
+    std::printf("[ check    ] %-40s -> %s: %s\n", "a batch of 2^30 tokens", fv_status_string(st), msg.c_str());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    cudaFree(kv_dev);
+    cudaFree(table_dev);
+  }
   std::printf("[ check    ] %d bad inputs tried, %d reported with their status and position\n", tried, reported);
   EXPECT_EQ(tried, reported);
 }
