@@ -42,6 +42,15 @@ CaseSpec base_case(bool mla, uint64_t seed) {
   return s;
 }
 
+// base_case's GQA problem read through a page table of `page_size`-token pages, with a parent-array tree mask
+CaseSpec paged_parents_case(uint64_t seed, int page_size) {
+  CaseSpec s = base_case(false, seed);
+  s.addressing = FV_KV_PAGE_TABLE;
+  s.page_size = page_size;
+  s.mask_kind = FV_MASK_PARENTS;
+  return s;
+}
+
 template <class T>
 bool put_device(const void* dst, int64_t index, T value) {
   return cudaMemcpy(static_cast<T*>(const_cast<void*>(dst)) + index, &value, sizeof(T), cudaMemcpyHostToDevice) ==
@@ -167,10 +176,7 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     }
   }
   {  // page table, parents
-    CaseSpec s = base_case(false, seed + 1);
-    s.addressing = FV_KV_PAGE_TABLE;
-    s.page_size = 16;
-    s.mask_kind = FV_MASK_PARENTS;
+    const CaseSpec s = paged_parents_case(seed + 1, 16);
     const HostProblem hp = fvt::make_problem(s);
     fvt::DeviceProblem dp(hp);
     ASSERT_TRUE(dp.ok()) << dp.error();
@@ -247,10 +253,7 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
   {  // a batch of 2^30 tokens (flashverify.h, kv_indptr: the CUDA kernels count a call's tokens in int32 and take
      // fewer): request 0's prefix brings the sum of P_b + N_b to exactly 2^30, read through a page table of 128-token
      // pages (every page valid), so nothing but the sum is wrong
-    CaseSpec s = base_case(false, seed + 2);
-    s.addressing = FV_KV_PAGE_TABLE;
-    s.page_size = 128;
-    s.mask_kind = FV_MASK_PARENTS;
+    const CaseSpec s = paged_parents_case(seed + 2, 128);
     const HostProblem hp = fvt::make_problem(s);
     fvt::DeviceProblem dp(hp);
     ASSERT_TRUE(dp.ok()) << dp.error();
