@@ -19,14 +19,16 @@
 namespace fv {
 
 // The CUDA path's limit on a call's tokens, the sum over the batch of P_b + N_b (flashverify.h, kv_indptr): the
-// device planner and the kernels count key positions and the batch's work (request_cost sums) in int32. The lengths
-// are device data, so only check mode enforces it.
+// kernels count key positions in int32, and the device planner sums the requests' costs (request_cost: key steps plus
+// the overhead) in int32, which this limit and the planner's bound on batch_size (plan.cpp) keep in range. The lengths
+// are device data, so only check mode enforces this limit.
 constexpr int64_t kMaxBatchTokens = int64_t(1) << 30;
-// that sum from the two indptr arrays' ends (lengths already checked: non-negative, non-decreasing), saturated at
-// kMaxBatchTokens (no overflow for lengths near INT64_MAX)
+// that sum from the two indptr arrays' ends (first entries non-negative), saturated at INT64_MAX; 0 where an array's
+// last entry is below its first (the length checks name that entry)
 FV_HD int64_t batch_tokens(int64_t qo_first, int64_t qo_last, int64_t kv_first, int64_t kv_last) {
+  if (qo_first < 0 || kv_first < 0 || qo_last < qo_first || kv_last < kv_first) return 0;
   const int64_t n = qo_last - qo_first, k = kv_last - kv_first;
-  return n >= kMaxBatchTokens || k >= kMaxBatchTokens ? kMaxBatchTokens : n + k;
+  return n > INT64_MAX - k ? INT64_MAX : n + k;
 }
 
 FV_HD int request_cost(int64_t num_draft, int64_t prefix_len, int block_n, int overhead) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "partition.h"
 
 namespace fv {
 namespace {
@@ -206,6 +207,14 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   const TileConfig* cfg = choose_config(p, props, &st);
   if (!cfg) return st;
   plan->cfg = cfg;
+  // the device planner sums the requests' costs (key steps plus the request overhead, partition.h) in int32: with the
+  // call's tokens below kMaxBatchTokens (flashverify.h; check mode enforces it) the sum stays below
+  // kMaxBatchTokens / bn + batch_size x (overhead + 1)
+  if (kMaxBatchTokens / cfg->bn + int64_t(p.batch_size) * (cfg->overhead + 1) > INT32_MAX)
+    return fail(FV_ERR_UNSUPPORTED,
+                "batch_size %d is more than the fast kernel's planner counts (%s: at most %lld requests; it sums their "
+                "costs in int32)", p.batch_size, cfg->name,
+                static_cast<long long>((INT32_MAX - kMaxBatchTokens / cfg->bn) / (cfg->overhead + 1)));
   // fp8 pools on the 32-row d128 tiles: batches of at most kFp8NarrowMaxBatch take the kernel with 64-key compact
   // steps in the model's dtype (verify_kernel_narrow), larger ones the wide steps. H200, GQA 32/8 N=8 P=32K, bf16 /
   // fp16 model, narrow vs wide (bench/NOTES.md v19): b1 51.8 / 49.9 vs 70.0 / 66.0 us, B=2 88.8 vs 116.5, B=4
@@ -223,10 +232,10 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   // fp8 pools on the 2-stage Hopper GQA kernels (d128, d256): their RING kernels (verify_wg.cuh: the next step widened
   // off the step's chain) only where FLASHVERIFY_GQA8_RING=1 asks for them (read per call). They win only where every
   // partition is long, which depends on the prefix lengths, device data the planner does not see. H200, GQA 8/1 N=8,
-  // graph us, RING / the 2-stage kernel (bench/NOTES.md v33): P=32K B=16 fp16 model 92.0 / 98.0, B=8 56.3 / 57.7, B=4
-  // 37.3 / 36.9; bf16 model 99.5 / 99.2, B=8 60.5 / 57.9, B=4 40.9 / 37.0; P=4K B=16 38.0 / 29.9; d256 P=32K B=16
-  // 162.8 / 170.1, B=8 102.4 / 94.7, B=4 64.5 / 55.9, b1 37.7 / 27.1. (The dispatcher keeps the mma.sync tile for score
-  // modifiers other than the scales, ring or not.)
+  // graph us, RING / the 2-stage kernel, request overhead 4 (bench/NOTES.md v34): P=32K B=16 bf16 model 94.7 / 99.8
+  // (16-bit pools 95.0), fp16 model 91.9 / 98.8, B=4 39.7 / 36.6; P=4K B=16 31.8 / 28.2; d256 P=32K B=16 157.6 / 169.5,
+  // B=8 95.9 / 96.7 (v33, overhead 1: B=4 64.5 / 55.9, b1 37.7 / 27.1). (The dispatcher keeps the mma.sync tile for
+  // score modifiers other than the scales, ring or not.)
   if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && (cfg->id == kGqaWg128 || cfg->id == kGqaWg256)) {
     const char* v = std::getenv("FLASHVERIFY_GQA8_RING");
     plan->fp8_ring = v != nullptr && std::strcmp(v, "1") == 0;

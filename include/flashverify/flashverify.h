@@ -200,7 +200,7 @@ typedef struct fv_args {
   fv_index kv_indptr;  /* [B + 1]: P_b = kv_indptr[b+1] - kv_indptr[b]. CUDA: the sum over the batch of P_b + N_b
                           must stay below 2^30 (the device planner and the kernels count key positions and the
                           batch's work in int32; the lengths live in device memory, so only check mode,
-                          FV_FLAG_CHECK_INDICES, checks it: FV_ERR_UNSUPPORTED) */
+                          FV_FLAG_CHECK_INDICES or FLASHVERIFY_CHECK=1, checks it: FV_ERR_UNSUPPORTED) */
   fv_index kv_indices; /* token slots (FV_KV_TOKEN_SLOTS); may be over-allocated */
   const int32_t* page_table; /* [B, page_table_stride] (FV_KV_PAGE_TABLE) */
   int64_t page_table_stride;

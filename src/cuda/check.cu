@@ -54,8 +54,8 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
   if (good && c.paged) good = prefix_pages(plen, c.page_size) <= c.pt_stride;
   if (b == 0 && blockIdx.y == 0 && threadIdx.x == 0) {  // the batch's tokens once: below kMaxBatchTokens
     const int64_t qb = load_index(c.qo, c.batch, c.qo64), kb = load_index(c.kv, c.batch, c.kv64);
-    // (bad first entries are counted below; a decreasing array makes the sum smaller, and the host names it first)
-    if (q0 >= 0 && k0 >= 0 && batch_tokens(q0, qb, k0, kb) >= kMaxBatchTokens) atomicAdd(&g_bad_entries, 1u);
+    // (bad entries are counted below, and the host names them before the sum)
+    if (batch_tokens(q0, qb, k0, kb) >= kMaxBatchTokens) atomicAdd(&g_bad_entries, 1u);
   }
   if (b == 0 && blockIdx.y == 0 && c.sinks != nullptr) {  // the sinks once (they do not depend on the request)
     unsigned bad_sinks = 0;
@@ -175,9 +175,9 @@ fv_status explain_on_host(const fv_args& a, unsigned bad) {
   const int64_t tokens = batch_tokens(index_at(h.qo_indptr, 0), index_at(h.qo_indptr, B), index_at(h.kv_indptr, 0),
                                       index_at(h.kv_indptr, B));
   if (tokens >= kMaxBatchTokens)
-    return fail(FV_ERR_UNSUPPORTED, "fv_run (FLASHVERIFY_CHECK): the batch's prefix and draft tokens sum to %s%" PRId64
+    return fail(FV_ERR_UNSUPPORTED, "fv_run (FLASHVERIFY_CHECK): the batch's prefix and draft tokens sum to %" PRId64
                 " (qo_indptr[%d] - qo_indptr[0] + kv_indptr[%d] - kv_indptr[0]); the CUDA kernels take fewer than 2^30 "
-                "a call (flashverify.h, kv_indptr)", tokens == kMaxBatchTokens ? "at least " : "", tokens, B, B);
+                "a call (flashverify.h, kv_indptr)", tokens, B, B);
   return fail(FV_ERR_BAD_INDEX, "fv_run (FLASHVERIFY_CHECK): the device check counted %u bad entries that the host "
               "re-check could not name", bad);
 }

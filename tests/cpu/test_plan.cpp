@@ -757,7 +757,6 @@ TEST(Partition, EveryStepOnceAndSplitsConsistent) {
   std::mt19937_64 rng(1234);
   int max_overhead = 0;  // every configuration's request overhead, and one past the largest
   for (const fv::TileConfig& c : fv::kTileConfigs) max_overhead = std::max(max_overhead, c.overhead);
-  ASSERT_GE(max_overhead, 4);
   for (int trial = 0; trial < 3000; ++trial) {
     const int batch = 1 + static_cast<int>(rng() % 12);
     const int bn = (rng() % 2) ? 64 : 16;
@@ -824,14 +823,37 @@ TEST(Partition, BalancedWork) {
 
 }  // namespace
 
-// The CUDA path's token limit (check mode's): the sum of P_b + N_b from the indptr ends, saturated without overflow
-TEST(Partition, BatchTokensSaturateAtTheLimit) {
+// The CUDA path's token limit (check mode's): the sum of P_b + N_b from the indptr ends, without overflow
+TEST(Partition, BatchTokensFromTheIndptrEnds) {
   const int64_t lim = fv::kMaxBatchTokens;
   EXPECT_EQ(lim, int64_t(1) << 30);
   EXPECT_EQ(fv::batch_tokens(0, 17, 0, lim - 18), lim - 1);
   EXPECT_EQ(fv::batch_tokens(0, 17, 0, lim - 17), lim);
   EXPECT_EQ(fv::batch_tokens(5, 22, 100, 100 + lim - 18), lim - 1);  // (arrays that do not start at 0)
-  EXPECT_EQ(fv::batch_tokens(0, 8, 0, INT64_MAX), lim);             // no overflow near INT64_MAX
-  EXPECT_EQ(fv::batch_tokens(0, INT64_MAX, 0, INT64_MAX), lim);
+  EXPECT_EQ(fv::batch_tokens(0, 8, 0, INT64_MAX), INT64_MAX);        // saturated, no overflow
+  EXPECT_EQ(fv::batch_tokens(0, INT64_MAX, 0, INT64_MAX), INT64_MAX);
+  EXPECT_EQ(fv::batch_tokens(3, INT64_MIN, 0, 10), 0);                // a decreasing array: the length checks name it
+  EXPECT_EQ(fv::batch_tokens(-3, 5, 0, 10), 0);
   EXPECT_EQ(fv::batch_tokens(0, 0, 0, 0), 0);
+}
+
+// The planner's bound on batch_size keeps the device planner's int32 cost sums in range (partition.h): the largest
+// batch it takes for a configuration, with every request's cost at its bound, sums below 2^31
+TEST(Plan, BatchSizeBoundKeepsTheCostSumsInInt32) {
+  for (const fv_problem& base : {gqa_problem(1, 1, 64, 1, 16), gqa_problem(8, 1, 128, 8, 16), mla_problem(16, 8, 16)}) {
+    fv::Plan plan;
+    ASSERT_EQ(fv::make_plan(base, kH200, &plan), FV_OK) << fv::last_error();
+    const fv::TileConfig& c = *plan.cfg;
+    SCOPED_TRACE(c.name);
+    const int64_t largest = (INT32_MAX - fv::kMaxBatchTokens / c.bn) / (c.overhead + 1);
+    // every request at its cost bound (ceil(tokens / bn) <= tokens / bn + 1, plus the overhead) still sums below 2^31
+    EXPECT_LE(fv::kMaxBatchTokens / c.bn + largest * (c.overhead + 1), INT32_MAX);
+    fv_problem p = base;
+    p.batch_size = static_cast<int32_t>(largest + 1);
+    EXPECT_EQ(fv::make_plan(p, kH200, &plan), FV_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(fv::last_error()).find("sums their costs in int32"), std::string::npos) << fv::last_error();
+    p.batch_size = static_cast<int32_t>(largest);  // (may fail for another limit, not this one)
+    if (fv::make_plan(p, kH200, &plan) != FV_OK)
+      EXPECT_EQ(std::string(fv::last_error()).find("sums their costs in int32"), std::string::npos) << fv::last_error();
+  }
 }
