@@ -281,6 +281,11 @@ struct VerifyWg {
   // warpgroup WG's tiles
   template <int WG>
   __device__ static constexpr bool ring_mine(int c) { return WG == 0 ? c >= KT : c < KT; }
+  // tile c of a row (K's KT tiles, then V's) in the widened stages at k_w (K) and v_w (V)
+  template <int C>
+  __device__ __forceinline__ static uint32_t ring_tile(uint32_t k_w, uint32_t v_w) {
+    return C < KT ? k_w + C * TILE : v_w + (C - KT) * TILE;
+  }
   // the thread's tiles (warpgroup WG's) of its prefix rows of `step` into the raw stage at r_base
   template <int WG>
   __device__ static void ring_issue(const VerifyParams& p, const Seg& s, int step, const int64_t (&ri)[2],
@@ -362,7 +367,7 @@ struct VerifyWg {
       static_for<KT + VT>([&](auto i) {
         constexpr int c = decltype(i)::value;
         if constexpr (ring_mine<WG>(c)) {
-          const uint32_t t = (c < KT ? k_w + c * TILE : v_w + (c - KT) * TILE);
+          const uint32_t t = ring_tile<c>(k_w, v_w);
           const T* src = (c < KT ? ksrc + 64 * c : vsrc + 64 * (c - KT)) + 16 * q;
           cp_async_16(t + o0, src, bytes);
           cp_async_16(t + o1, src + 8, bytes);
@@ -383,7 +388,7 @@ struct VerifyWg {
       static_for<KT + VT>([&](auto i) {
         constexpr int c = decltype(i)::value;
         if constexpr (ring_mine<WG>(c)) {
-          const uint32_t t = (c < KT ? k_w + c * TILE : v_w + (c - KT) * TILE);
+          const uint32_t t = ring_tile<c>(k_w, v_w);
           chunk_bf16_to_f16(t + o0, p.f16_draft_row);
           chunk_bf16_to_f16(t + o1, p.f16_draft_row);
         }
