@@ -51,6 +51,19 @@ CaseSpec paged_parents_case(uint64_t seed, int page_size) {
   return s;
 }
 
+// device memory freed with its scope (null when the allocation failed)
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
+  }
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
 template <class T>
 bool put_device(const void* dst, int64_t index, T value) {
   return cudaMemcpy(static_cast<T*>(const_cast<void*>(dst)) + index, &value, sizeof(T), cudaMemcpyHostToDevice) ==
@@ -136,6 +149,20 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   };
 
+  // arguments other than the problem's own (a shorter page-table row, an int64 kv_indptr, sinks, a batch of 2^30
+  // tokens): the call's status must be `want` and its message must hold `needle`
+  auto expect_args_reported = [&](fvt::DeviceProblem& dp, const char* what, const fv_args& bad, fv_status want,
+                                  const std::string& needle) {
+    ++tried;
+    const fv_status st = run_checked(dp, bad);
+    const std::string msg = fv_last_error();
+    EXPECT_EQ(st, want) << what << ": " << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << what << ": message '" << msg << "' lacks '" << needle << "'";
+    reported += st == want && msg.find(needle) != std::string::npos;
+    std::printf("[ check    ] %-40s -> %s: %s\n", what, fv_status_string(st), msg.c_str());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+  };
+
   {  // token slots (int64 and int32), byte mask
     for (bool i64 : {true, false}) {
       CaseSpec s = base_case(true, seed);
@@ -189,34 +216,21 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     expect_reported(dp, {"negative page", FV_ERR_BAD_INDEX, {"page_table[0, 5]", "-7"}});
     put_device<int32_t>(a.page_table, cell, old_page);
 
-    // arguments other than the problem's own (a shorter page-table row, an int64 kv_indptr, sinks): the call's
-    // status must be `want` and its message must hold `needle`
-    auto expect_args_reported = [&](const char* what, const fv_args& bad, fv_status want, const std::string& needle) {
-      ++tried;
-      const fv_status st = run_checked(dp, bad);
-      const std::string msg = fv_last_error();
-      EXPECT_EQ(st, want) << what << ": " << msg;
-      EXPECT_NE(msg.find(needle), std::string::npos) << what << ": message '" << msg << "' lacks '" << needle << "'";
-      reported += st == want && msg.find(needle) != std::string::npos;
-      std::printf("[ check    ] %-40s -> %s: %s\n", what, fv_status_string(st), msg.c_str());
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-    };
     fv_args short_rows = a;  // request 0 (1200 tokens) needs 75 pages of 16
     short_rows.page_table_stride = 40;
-    expect_args_reported("page_table row too short", short_rows, FV_ERR_BAD_INDEX, "75 pages of 16");
+    expect_args_reported(dp, "page_table row too short", short_rows, FV_ERR_BAD_INDEX, "75 pages of 16");
 
     // a prefix length near INT64_MAX (an int64 kv_indptr): its page count must not overflow into a small number
     // that passes the check and sends the check kernel past the table's end
     const int B = static_cast<int>(hp.kv_indptr.size()) - 1;
     std::vector<int64_t> huge(B + 1, INT64_MAX);
     huge[0] = 0;
-    void* huge_dev = nullptr;
-    ASSERT_EQ(cudaMalloc(&huge_dev, huge.size() * sizeof(int64_t)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(huge_dev, huge.data(), huge.size() * sizeof(int64_t), cudaMemcpyHostToDevice), cudaSuccess);
+    const DevBuf huge_dev(huge.size() * sizeof(int64_t));
+    ASSERT_NE(huge_dev.p, nullptr);
+    ASSERT_EQ(cudaMemcpy(huge_dev.p, huge.data(), huge.size() * sizeof(int64_t), cudaMemcpyHostToDevice), cudaSuccess);
     fv_args huge_prefix = a;
-    huge_prefix.kv_indptr = fv_index{huge_dev, FV_INDEX_INT64, 0};
-    expect_args_reported("prefix of INT64_MAX tokens", huge_prefix, FV_ERR_BAD_INDEX, "576460752303423488 pages");
-    cudaFree(huge_dev);
+    huge_prefix.kv_indptr = fv_index{huge_dev.p, FV_INDEX_INT64, 0};
+    expect_args_reported(dp, "prefix of INT64_MAX tokens", huge_prefix, FV_ERR_BAD_INDEX, "576460752303423488 pages");
 
     // sinks: NaN and +inf are invalid (flashverify.h); -inf (no sink) and large finite values are valid
     std::vector<float> sinks(s.hq, 0.25f);
@@ -227,7 +241,7 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     for (float bad : {NAN, INFINITY}) {
       sinks[s.hq - 1] = bad;
       ASSERT_EQ(cudaMemcpy(sinks_dev, sinks.data(), sinks.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-      expect_args_reported(std::isnan(bad) ? "NaN sink" : "+inf sink", with_sinks, FV_ERR_INVALID_VALUE,
+      expect_args_reported(dp, std::isnan(bad) ? "NaN sink" : "+inf sink", with_sinks, FV_ERR_INVALID_VALUE,
                            "sinks[" + std::to_string(s.hq - 1) + "]");
     }
     sinks[s.hq - 1] = -INFINITY;
@@ -264,25 +278,16 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     std::vector<int64_t> kv(B + 1, p0);
     kv[0] = 0;
     const std::vector<int32_t> table(static_cast<size_t>(B * pages), 0);
-    void *kv_dev = nullptr, *table_dev = nullptr;
-    ASSERT_EQ(cudaMalloc(&kv_dev, kv.size() * sizeof(int64_t)), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&table_dev, table.size() * sizeof(int32_t)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(kv_dev, kv.data(), kv.size() * sizeof(int64_t), cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(table_dev, table.data(), table.size() * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
+    const DevBuf kv_dev(kv.size() * sizeof(int64_t)), table_dev(table.size() * sizeof(int32_t));
+    ASSERT_NE(kv_dev.p, nullptr);
+    ASSERT_NE(table_dev.p, nullptr);
+    ASSERT_EQ(cudaMemcpy(kv_dev.p, kv.data(), kv.size() * sizeof(int64_t), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(table_dev.p, table.data(), table.size() * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
     fv_args big = dp.args();
-    big.kv_indptr = fv_index{kv_dev, FV_INDEX_INT64, 0};
-    big.page_table = static_cast<const int32_t*>(table_dev);
+    big.kv_indptr = fv_index{kv_dev.p, FV_INDEX_INT64, 0};
+    big.page_table = static_cast<const int32_t*>(table_dev.p);
     big.page_table_stride = pages;
-    ++tried;
-    const fv_status st = run_checked(dp, big);
-    const std::string msg = fv_last_error();
-    EXPECT_EQ(st, FV_ERR_UNSUPPORTED) << msg;
-    EXPECT_NE(msg.find("1073741824"), std::string::npos) << "message '" << msg << "' lacks the sum";
-    reported += st == FV_ERR_UNSUPPORTED && msg.find("1073741824") != std::string::npos;
-    std::printf("[ check    ] %-40s -> %s: %s\n", "a batch of 2^30 tokens", fv_status_string(st), msg.c_str());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    cudaFree(kv_dev);
-    cudaFree(table_dev);
+    expect_args_reported(dp, "a batch of 2^30 tokens", big, FV_ERR_UNSUPPORTED, "1073741824");
   }
   std::printf("[ check    ] %d bad inputs tried, %d reported with their status and position\n", tried, reported);
   EXPECT_EQ(tried, reported);
@@ -310,18 +315,6 @@ TEST(CheckMode, RefusedUnderGraphCapture) {
 
 // ------------------------------------------------------------------------------------------------------
 // 64-bit offsets
-
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) {
-    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
 
 // The problem's pool moved up by `shift` rows in a larger pool, and q / out / LSE rows spread `stride`
 // elements apart, so that pool offsets (slot x row stride) and token offsets (token x row stride) pass 2^31
