@@ -11,6 +11,15 @@
 namespace fv {
 namespace {
 
+// A partitioning knob from the environment (benchmark sweeps): its value when it is 1..kMaxTuningEnv, else `fallback`.
+int tuning_env(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  return *end == '\0' && x >= 1 && x <= kMaxTuningEnv ? static_cast<int>(x) : fallback;
+}
+
 constexpr std::size_t kAlign = 256;
 
 std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
@@ -207,14 +216,16 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   const TileConfig* cfg = choose_config(p, props, &st);
   if (!cfg) return st;
   plan->cfg = cfg;
+  plan->overhead = tuning_env("FLASHVERIFY_OVERHEAD", cfg->overhead);
+  plan->min_part_cost = tuning_env("FLASHVERIFY_MIN_PART_COST", cfg->min_part_cost);
   // the device planner sums the requests' costs (key steps plus the request overhead, partition.h) in int32: with the
   // call's tokens below kMaxBatchTokens (flashverify.h; check mode enforces it) the sum stays below
   // kMaxBatchTokens / bn + batch_size x (overhead + 1)
-  if (kMaxBatchTokens / cfg->bn + int64_t(p.batch_size) * (cfg->overhead + 1) > INT32_MAX)
+  if (kMaxBatchTokens / cfg->bn + int64_t(p.batch_size) * (plan->overhead + 1) > INT32_MAX)
     return fail(FV_ERR_UNSUPPORTED,
-                "batch_size %d is more than the fast kernel's planner counts (%s: at most %lld requests; it sums their "
-                "costs in int32)", p.batch_size, cfg->name,
-                static_cast<long long>((INT32_MAX - kMaxBatchTokens / cfg->bn) / (cfg->overhead + 1)));
+                "batch_size %d is more than the fast kernel's planner counts (%s, request overhead %d: at most %lld "
+                "requests; it sums their costs in int32)", p.batch_size, cfg->name, plan->overhead,
+                static_cast<long long>((INT32_MAX - kMaxBatchTokens / cfg->bn) / (plan->overhead + 1)));
   // fp8 pools on the 32-row d128 tiles: batches of at most kFp8NarrowMaxBatch take the kernel with 64-key compact
   // steps in the model's dtype (verify_kernel_narrow), larger ones the wide steps. H200, GQA 32/8 N=8 P=32K, bf16 /
   // fp16 model, narrow vs wide (bench/NOTES.md v19): b1 51.8 / 49.9 vs 70.0 / 66.0 us, B=2 88.8 vs 116.5, B=4

@@ -43,6 +43,8 @@ struct SchedLayout {
 // Batches up to this size are planned by the verify kernel itself (one warp scans the lengths) instead
 // of a separate prepare launch, unless parent arrays need converting.
 constexpr int kInlinePlanMaxBatch = 16;
+// Largest FLASHVERIFY_OVERHEAD / FLASHVERIFY_MIN_PART_COST the planner takes (a sweep knob, far above any tuned value).
+constexpr int kMaxTuningEnv = 1 << 16;
 // fp8 pools on the 32-row d128 tiles: batches up to this size take 64-key compact steps (Plan::fp8_narrow)
 constexpr int kFp8NarrowMaxBatch = 8;
 
@@ -57,6 +59,10 @@ struct Plan {
   int group = 1;                 // Hq / Hkv
   int m_tiles = 0;               // CTAs along the packed row dimension: ceil(group * max_draft / bm)
   int num_parts = 0;             // KV partitions (grid.y)
+  // work partitioning of the device planner (partition.h): the configuration's values, or FLASHVERIFY_OVERHEAD /
+  // FLASHVERIFY_MIN_PART_COST (benchmark sweeps; 1..kMaxTuningEnv, anything else is ignored). FAST only
+  int overhead = 0;
+  int min_part_cost = 0;
   int ctas_per_sm = 0;
   int64_t max_slots = 0;         // partial (o, lse) states the workspace holds
   int mask_words = 0;            // uint32 words per converted mask row (0: no conversion)

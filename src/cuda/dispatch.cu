@@ -216,14 +216,6 @@ cudaError_t launch_combine_for(int dv, const VerifyParams& p, const Plan& plan, 
   }
 }
 
-// Tuning knobs for the work partitioning (bench sweeps); unset means the configuration's values.
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  const int x = std::atoi(v);
-  return x > 0 ? x : fallback;
-}
-
 }  // namespace
 
 fv_status cuda_current_device(DeviceProps* out) {
@@ -415,10 +407,8 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.num_parts = plan.num_parts;
   p.combine_wpr = plan.combine_wpr;
   p.block_n = cfg.bn;
-  static const int overhead_env = env_int("FLASHVERIFY_OVERHEAD", 0);
-  static const int min_cost_env = env_int("FLASHVERIFY_MIN_PART_COST", 0);
-  p.overhead = overhead_env > 0 ? overhead_env : cfg.overhead;
-  p.min_part_cost = min_cost_env > 0 ? min_cost_env : cfg.min_part_cost;
+  p.overhead = plan.overhead;
+  p.min_part_cost = plan.min_part_cost;
   if (pb.num_kv_splits > 0) p.min_part_cost = 1;  // a forced split count is honoured as far as the work allows
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);

@@ -857,3 +857,35 @@ TEST(Plan, BatchSizeBoundKeepsTheCostSumsInInt32) {
       EXPECT_EQ(std::string(fv::last_error()).find("sums their costs in int32"), std::string::npos) << fv::last_error();
   }
 }
+
+// FLASHVERIFY_OVERHEAD / FLASHVERIFY_MIN_PART_COST reach the plan (the launcher passes the plan's values to the device
+// planner), values outside 1..kMaxTuningEnv are ignored, and the batch_size bound uses the overhead the device will use.
+TEST(Plan, PartitionKnobsFromTheEnvironment) {
+  const fv_problem base = gqa_problem(8, 1, 128, 8, 16);
+  fv::Plan plan;
+  ASSERT_EQ(fv::make_plan(base, kH200, &plan), FV_OK) << fv::last_error();
+  const fv::TileConfig& c = *plan.cfg;
+  EXPECT_EQ(plan.overhead, c.overhead);
+  EXPECT_EQ(plan.min_part_cost, c.min_part_cost);
+  for (const char* ignored : {"0", "-3", "4x", "", "65537", "99999999999"}) {
+    SCOPED_TRACE(ignored);
+    const fvt::ScopedEnv o("FLASHVERIFY_OVERHEAD", ignored), m("FLASHVERIFY_MIN_PART_COST", ignored);
+    ASSERT_EQ(fv::make_plan(base, kH200, &plan), FV_OK) << fv::last_error();
+    EXPECT_EQ(plan.overhead, c.overhead);
+    EXPECT_EQ(plan.min_part_cost, c.min_part_cost);
+  }
+  {
+    const fvt::ScopedEnv o("FLASHVERIFY_OVERHEAD", "65536"), m("FLASHVERIFY_MIN_PART_COST", "7");
+    ASSERT_EQ(fv::make_plan(base, kH200, &plan), FV_OK) << fv::last_error();
+    EXPECT_EQ(plan.overhead, fv::kMaxTuningEnv);
+    EXPECT_EQ(plan.min_part_cost, 7);
+    // the bound with overhead 65536: a batch the configuration's own overhead allows is refused
+    const int64_t largest = (INT32_MAX - fv::kMaxBatchTokens / c.bn) / (fv::kMaxTuningEnv + 1);
+    fv_problem p = base;
+    p.batch_size = static_cast<int32_t>(largest + 1);
+    EXPECT_EQ(fv::make_plan(p, kH200, &plan), FV_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(fv::last_error()).find("request overhead 65536"), std::string::npos) << fv::last_error();
+    p.batch_size = static_cast<int32_t>(largest);
+    EXPECT_EQ(fv::make_plan(p, kH200, &plan), FV_OK) << fv::last_error();
+  }
+}
