@@ -240,23 +240,16 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
     }
   }
   plan->m_tiles = static_cast<int>(ceil_div(int64_t(plan->group) * p.max_draft, cfg->bm));
-  // fp8 pools on the 2-stage Hopper GQA kernels (d128, d256): their kernel with two bodies (verify_wg.cuh,
-  // verify_wg_gqa_auto_kernel), the 2-stage one and RING (the next step widened off the step's chain), which takes RING
-  // where the partitions average at least ring_min_steps cost units: a choice on the device, as the partitions' length
-  // depends on the prefix lengths. RING's steps are shorter and its start ~3 us longer (bench/NOTES.md v34). H200,
-  // GQA 8/1 N=8 P=32K, graph us, RING / the 2-stage kernel, request overhead 4 (v34 call 6; cost units a partition):
-  // d128 (264 partitions) B=4 40.6 / 37.2 (7.8), B=8 60.7 / 58.4 (15.7), B=16 96.2 / 100.1 (31.3), P=4K B=16 32.1 /
-  // 28.6 (4.1); d256 (132) B=4 64.6 / 56.5 (15.7), B=8 96.2 / 95.3 (31.3), B=16 159.0 / 168.6 (62.7): even at ~22 and
-  // ~35 units. FLASHVERIFY_GQA8_RING=0 takes the 2-stage kernel (without the RING body), =1 RING always;
-  // FLASHVERIFY_GQA8_RING_STEPS=n sets the threshold (benchmarks; read per call). (The dispatcher keeps the mma.sync
-  // tile for score modifiers other than the scales.)
+  // fp8 pools on the 2-stage Hopper GQA kernels (d128, d256): their RING kernels (verify_wg.cuh: the next step widened
+  // off the step's chain) only where FLASHVERIFY_GQA8_RING=1 asks for them (read per call). They win only where every
+  // partition is long, which depends on the prefix lengths, device data the planner does not see. H200, GQA 8/1 N=8,
+  // graph us, RING / the 2-stage kernel, request overhead 4 (bench/NOTES.md v34): P=32K B=16 bf16 model 94.7 / 99.8
+  // (16-bit pools 95.0), fp16 model 91.9 / 98.8, B=4 39.7 / 36.6; P=4K B=16 31.8 / 28.2; d256 P=32K B=16 157.6 / 169.5,
+  // B=8 95.9 / 96.7 (v33, overhead 1: B=4 64.5 / 55.9, b1 37.7 / 27.1). (The dispatcher keeps the mma.sync tile for
+  // score modifiers other than the scales, ring or not.)
   if (p.kv_dtype == FV_DTYPE_FP8_E4M3 && (cfg->id == kGqaWg128 || cfg->id == kGqaWg256)) {
     const char* v = std::getenv("FLASHVERIFY_GQA8_RING");
-    plan->fp8_ring = v == nullptr || std::strcmp(v, "0") != 0;
-    if (plan->fp8_ring)
-      plan->ring_min_steps = v != nullptr && std::strcmp(v, "1") == 0
-                                 ? 0
-                                 : tuning_env("FLASHVERIFY_GQA8_RING_STEPS", cfg->id == kGqaWg128 ? 24 : 40);
+    plan->fp8_ring = v != nullptr && std::strcmp(v, "1") == 0;
   }
   plan->ctas_per_sm = estimate_ctas_per_sm(*cfg, props);
   const int64_t base = int64_t(plan->m_tiles) * p.num_kv_heads;

@@ -73,8 +73,7 @@ struct Plan {
   int combine_wpr = 16;          // combine warps a (row, column slice) unit: 1..16, about one per 8 expected splits (plan.cpp)
   bool combine_block8 = false;   // wpr 8 in 8-warp blocks, one unit a block (combine_blocks = units)
   bool fp8_narrow = false;       // fp8 pools on a 32-row d128 tile at a small batch: verify_kernel_narrow (plan.cpp)
-  bool fp8_ring = false;         // fp8 pools on a 2-stage Hopper GQA kernel: its kernel with the RING body (plan.cpp)
-  int ring_min_steps = 0;        // ... which takes RING where the partitions average this many cost units (0: always)
+  bool fp8_ring = false;         // fp8 pools on a 2-stage Hopper GQA kernel: its RING kernel (FLASHVERIFY_GQA8_RING=1: plan.cpp)
   int64_t combine_blocks = 0;    // combine grid: ceil(units / (16 / combine_wpr)), or units with combine_block8;
                                  // 0 when nothing is split
   // workspace layout, bytes from its start

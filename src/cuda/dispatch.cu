@@ -34,9 +34,9 @@ template <class T, bool KV8>
 cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaStream_t stream);
 template <class T, int HD, int ST, bool KV8>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream);
-// its fp8 kernels with the 2-stage and the RING body (Plan::fp8_ring; src/cuda/wg/verify_gqa_ring.cu)
+// its RING kernels (fp8 pools, 2 stages: Plan::fp8_ring; src/cuda/wg/verify_gqa_ring.cu)
 template <class T, int HD>
-cudaError_t launch_verify_wg_gqa_auto(const VerifyParams& p, dim3 grid, cudaStream_t stream);
+cudaError_t launch_verify_wg_gqa_ring(const VerifyParams& p, dim3 grid, cudaStream_t stream);
 #endif
 
 namespace {
@@ -147,14 +147,14 @@ cudaError_t launch_verify_cfg(int cfg, const VerifyParams& p, dim3 grid, cudaStr
 }
 
 // fp8 pools always take the modifiers' instantiation (their k_scale / v_scale live there); `narrow` (Plan::fp8_narrow):
-// the 32-row tiles' kernel with 64-key compact steps; `ring` (Plan::fp8_ring): the 2-stage Hopper GQA kernels' fp8
-// kernel with both bodies (RING from p.ring_min_steps) where the Hopper kernel serves (no score modifier but the scales)
+// the 32-row tiles' kernel with 64-key compact steps; `ring` (Plan::fp8_ring): the 2-stage Hopper GQA kernels' RING
+// kernels where the Hopper kernel serves (no score modifier but the scales)
 template <class T>
 cudaError_t launch_verify_for(int cfg, bool narrow, bool ring, const VerifyParams& p, dim3 grid, cudaStream_t s) {
 #if defined(FV_HAVE_WG_KERNEL)
   if (p.kv_fp8 && ring && wg_takes_fp8(p)) {
-    if (cfg == kGqaWg128) return launch_verify_wg_gqa_auto<T, 128>(p, grid, s);
-    if (cfg == kGqaWg256) return launch_verify_wg_gqa_auto<T, 256>(p, grid, s);
+    if (cfg == kGqaWg128) return launch_verify_wg_gqa_ring<T, 128>(p, grid, s);
+    if (cfg == kGqaWg256) return launch_verify_wg_gqa_ring<T, 256>(p, grid, s);
   }
 #else
   (void)ring;
@@ -409,7 +409,6 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   p.block_n = cfg.bn;
   p.overhead = plan.overhead;
   p.min_part_cost = plan.min_part_cost;
-  p.ring_min_steps = plan.ring_min_steps;
   if (pb.num_kv_splits > 0) p.min_part_cost = 1;  // a forced split count is honoured as far as the work allows
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);

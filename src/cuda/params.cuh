@@ -72,9 +72,6 @@ struct VerifyParams {
   // f16_p_prefix = v_scale 2^-sigma (prefix keys) or f16_p_draft = 2^-sigma / kd (draft keys), sigma making the larger
   // of the two at most 1, and the output times f16_out = 2^sigma
   int fp8_f16;
-  // fp8 pools on the 2-stage Hopper GQA kernels (verify_wg_gqa_auto_kernel, Plan::fp8_ring): every CTA takes the RING
-  // body where the partitions average at least this many cost units (key steps and request overheads), 0: always
-  int ring_min_steps;
   float f16_draft_row, f16_draft_score, f16_p_prefix, f16_p_draft, f16_out;
 #if defined(FLASHVERIFY_TRACE)
   uint64_t* trace;  // trace.cuh

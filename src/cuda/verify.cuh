@@ -1231,13 +1231,6 @@ struct Verify {
   template <class Body>
   __device__ __forceinline__ static void for_each_planned_segment(const VerifyParams& p, Body&& body,
                                                                   int32_t* inline_sched) {
-    for_each_planned_segment(p, body, inline_sched, [](int, int64_t) {});
-  }
-  // ... and `start(parts, total)` once the plan is known, before this CTA's first segment (a CTA with no partition
-  // does not call it): the Hopper GQA fp8 kernel picks its body there (verify_wg.cuh, verify_wg_gqa_auto_kernel)
-  template <class Body, class Start>
-  __device__ __forceinline__ static void for_each_planned_segment(const VerifyParams& p, Body&& body,
-                                                                  int32_t* inline_sched, Start&& start) {
     const int m_tile = blockIdx.x, part = blockIdx.y, hk = blockIdx.z;
     FV_TRACE_TAG(trace_block(), 0, part);
     // the combine kernel (a programmatic dependent launch on sm_90+) may be scheduled once every CTA of this
@@ -1257,7 +1250,6 @@ struct Verify {
     const int parts = sched[0];
     const int64_t total = sched[1];
     if (part >= parts || total == 0) return;
-    start(parts, total);
     const int32_t* cum = sched + SchedLayout::cum(p.batch);
     const int32_t* first_part = sched + SchedLayout::first_part(p.batch);
     const int32_t* num_splits = sched + SchedLayout::num_splits(p.batch);

@@ -1077,41 +1077,14 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 // one CTA a multiprocessor, 196 registers, no spill. HD 256 (kGqaWg256): 4 SW128 tiles a row, a stage 64 KB, ~170 KB,
 // one CTA a multiprocessor, 196 registers, no spill. RING (fp8, 2 stages): ~106 KB at d128 (still two CTAs a
 // multiprocessor), ~202 KB at d256
-template <class T, int HD, int ST, bool KV8>
+// RG (fp8 pools, ST 2: Plan::fp8_ring): RING; F16 (RING only, bf16 models with p.fp8_f16): fp16 products, as the MLA
+// producer kernel's
+template <class T, int HD, int ST, bool KV8, bool F16 = false, bool RG = false>
 __global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
     verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T, KV8, false, false, HD, ST>::run(p, smem);
-#elif defined(__CUDA_ARCH__)
-  __trap();
-#endif
-}
-
-// fp8 pools on the 2-stage GQA kernels (Plan::fp8_ring; src/cuda/wg/verify_gqa_ring.cu): the 2-stage body and the RING
-// body (RG above) in one kernel, and every CTA takes the same one from the plan it reads (device data): RING where the
-// partitions average at least p.ring_min_steps cost units. RING's steps are shorter, its segment start longer (bench/
-// NOTES.md v34), so it pays off only with long partitions, which depend on the prefix lengths the host does not see.
-// F16 (bf16 models with p.fp8_f16): RING multiplies in fp16. Shared memory: RING's layout (the larger); registers: the
-// two bodies' maximum under the same bound
-template <class T, int HD, bool F16>
-__global__ void __launch_bounds__(256, HD == 128 ? 2 : 1)
-    verify_wg_gqa_auto_kernel(const __grid_constant__ VerifyParams p) {
-  extern __shared__ __align__(128) uint8_t smem_raw[];
-#if FV_HAS_WGMMA
-  using A = VerifyWg<T, true, false, false, HD, 2, false>;
-  using R = VerifyWg<T, true, false, F16, HD, 2, true>;
-  static_assert(R::SMEM >= A::SMEM && std::is_same<typename A::V, typename R::V>::value, "one plan, RING's layout");
-  uint8_t* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // SW128 tiles: 1024-aligned
-  __shared__ int32_t inline_sched[A::V::kInlineSchedWords];
-  bool ring = false;
-  A::V::for_each_planned_segment(
-      p,
-      [&](const typename A::Seg& s, int m_tile, int hk, int split, int num_splits, int slot0) {
-        if (ring) R::run_segment(p, s, m_tile, split, num_splits, slot0, smem, hk);
-        else A::run_segment(p, s, m_tile, split, num_splits, slot0, smem, hk);
-      },
-      inline_sched, [&](int parts, int64_t total) { ring = total >= int64_t(p.ring_min_steps) * parts; });
+  VerifyWg<T, KV8, false, F16, HD, ST, RG>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -1124,15 +1097,15 @@ cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t 
   return launch_with_smem(kernel, grid, W::THREADS, W::SMEM, p, stream);
 }
 
-// fp8 pools on the 2-stage GQA kernels: the kernel with both bodies (src/cuda/wg/verify_gqa_ring.cu), its RING body
-// multiplying in fp16 for a bf16 model where p.fp8_f16 allows it
+// the RING kernels (fp8 pools, 2 stages; src/cuda/wg/verify_gqa_ring.cu), with fp16 products for a bf16 model where
+// p.fp8_f16 allows them
 template <class T, int HD>
-cudaError_t launch_verify_wg_gqa_auto(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_verify_wg_gqa_ring(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   using W = VerifyWg<T, true, false, false, HD, 2, true>;
-  auto kernel = verify_wg_gqa_auto_kernel<T, HD, false>;
+  auto kernel = verify_wg_gqa_kernel<T, HD, 2, true, false, true>;
   if constexpr (std::is_same<T, __nv_bfloat16>::value) {
     static_assert(VerifyWg<T, true, false, true, HD, 2, true>::SMEM == W::SMEM, "one shared-memory size");
-    if (p.fp8_f16) kernel = verify_wg_gqa_auto_kernel<T, HD, true>;
+    if (p.fp8_f16) kernel = verify_wg_gqa_kernel<T, HD, 2, true, true, true>;
   }
   return launch_with_smem(kernel, grid, W::THREADS, W::SMEM, p, stream);
 }
