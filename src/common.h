@@ -30,6 +30,15 @@ inline bool env_is_1(const char* name) {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
+// A numeric tuning knob (environment variable): its value when it is a whole decimal number in [lo, hi], else `fallback`
+inline int env_int_in(const char* name, int lo, int hi, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  return *end == '\0' && x >= lo && x <= hi ? static_cast<int>(x) : fallback;
+}
+
 // k_scale / v_scale: 0 (a zero-initialised fv_args) means 1
 inline float kv_scale_of(float s) { return s == 0.f ? 1.f : s; }
 

@@ -11,15 +11,6 @@
 namespace fv {
 namespace {
 
-// A partitioning knob from the environment (benchmark sweeps): its value when it is 1..kMaxTuningEnv, else `fallback`.
-int tuning_env(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  return *end == '\0' && x >= 1 && x <= kMaxTuningEnv ? static_cast<int>(x) : fallback;
-}
-
 constexpr std::size_t kAlign = 256;
 
 std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
@@ -216,8 +207,9 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   const TileConfig* cfg = choose_config(p, props, &st);
   if (!cfg) return st;
   plan->cfg = cfg;
-  plan->overhead = tuning_env("FLASHVERIFY_OVERHEAD", cfg->overhead);
-  plan->min_part_cost = tuning_env("FLASHVERIFY_MIN_PART_COST", cfg->min_part_cost);
+  // (benchmark sweeps: 1..kMaxTuningEnv, read per call)
+  plan->overhead = env_int_in("FLASHVERIFY_OVERHEAD", 1, kMaxTuningEnv, cfg->overhead);
+  plan->min_part_cost = env_int_in("FLASHVERIFY_MIN_PART_COST", 1, kMaxTuningEnv, cfg->min_part_cost);
   // the device planner sums the requests' costs (key steps plus the request overhead, partition.h) in int32: with the
   // call's tokens below kMaxBatchTokens (flashverify.h; check mode enforces it) the sum stays below
   // kMaxBatchTokens / bn + batch_size x (overhead + 1)

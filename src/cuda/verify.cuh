@@ -24,11 +24,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 #include <cuda_runtime.h>
 
 #include "flashverify/flashverify.h"
+#include "../common.h"
 #include "../partition.h"
 #include "../plan.h"
 #include "../tile_config.h"
@@ -39,28 +39,22 @@
 
 namespace fv {
 
-// Launches `kernel` (any verify kernel: one VerifyParams argument) with `smem` bytes of dynamic shared memory, raising
-// its limit first. The limit is a host-side attribute, not a stream operation: legal while a graph is being captured.
 // FLASHVERIFY_SMEM_CARVEOUT=0..100 (benchmarks: how the L1 share of a multiprocessor's on-chip memory matters) sets
 // each verify kernel's preferred shared-memory carveout, in percent; unset (or out of range): the driver's choice.
 inline int smem_carveout_env() {
-  static const int v = [] {
-    const char* s = std::getenv("FLASHVERIFY_SMEM_CARVEOUT");
-    if (s == nullptr || *s == '\0') return -1;
-    char* end = nullptr;
-    const long x = std::strtol(s, &end, 10);
-    return *end == '\0' && x >= 0 && x <= 100 ? static_cast<int>(x) : -1;
-  }();
+  static const int v = env_int_in("FLASHVERIFY_SMEM_CARVEOUT", 0, 100, -1);
   return v;
 }
 
+// Launches `kernel` (any verify kernel: one VerifyParams argument) with `smem` bytes of dynamic shared memory, raising
+// its limit first. The limit is a host-side attribute, not a stream operation: legal while a graph is being captured.
 template <class Kernel>
 cudaError_t launch_with_smem(Kernel kernel, dim3 grid, int threads, std::size_t smem, const VerifyParams& p,
                              cudaStream_t stream) {
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  if (smem_carveout_env() >= 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, smem_carveout_env());
+  if (const int carveout = smem_carveout_env(); carveout >= 0) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
     if (err != cudaSuccess) return err;
   }
   kernel<<<grid, threads, smem, stream>>>(p);
