@@ -142,14 +142,34 @@ struct VerifyWg {
   static_assert(!RG || (KV8 && !MLA && ST == 2), "RING: the 2-stage fp8 GQA kernels");
   static_assert(!F16 || ((PROD || RING) && std::is_same<T, __nv_bfloat16>::value),
                 "F16: the bf16 models' producer kernel and RING kernels");
+  // S8 (fp8 GQA pools, bf16 models, the 2-stage d128 kernel without RING; where p.fp8_s8: 16-byte aligned rows, and
+  // FLASHVERIFY_GQA8_S8=0 turns it off): a step of prefix keys only lands as e4m3 bytes, 16-byte copies that bypass L1,
+  // K in the first KT8 tiles of the stage's K space and V in the others; S runs on e4m3 wgmma with K as it landed and Q
+  // as two e4m3 terms, hi + lo, of the row times 2^e (q_to_e4m3: exact for bf16 values down to 2^-9 of the row's
+  // largest; 2^-e in q_fac joins the score scale), and warpgroup 1 widens V into the stage's V tiles while warpgroup 0's
+  // S and softmax run; BAR_P, which both warpgroups then sync on, orders that before either P V. So no widening is left
+  // on warpgroup 0's chain. Steps holding draft or past-the-end keys (the tail) land and widen as without it (8-byte
+  // copies into each slot's upper half, widened at W) and run S in bf16; Q is split in the prologue, a cp.async group of
+  // its own, while the first rows land. (An fp16 model's Q has 11 bits: two e4m3 terms would lose three.) H200, GQA 8/1
+  // N=8, graph us against the kernel without it (bench/NOTES.md v38, x2 interleaved): P=32K B=16 93.0-93.2 vs 99.8-99.9
+  // (16-bit pools 94.2-94.4), B=4 35.0-35.2 vs 37.1, P=4K B=16 27.4-27.8 vs 28.1-28.3. At d256 it measured even at B=16
+  // (172.8-173.2 vs 172.5), 56.2-56.5 vs 57.1-57.3 at B=4 and 28.1-28.2 vs 26.9-27.1 at batch 1, so d256 keeps the
+  // kernel (and the shared memory) without it. Its Q tiles add 16 KB (~108.5 KB a CTA, still two a multiprocessor); with
+  // them the 8-byte copies that go through L1 ran 18-40% slower (v38 call 1: the smaller L1), hence 16-byte rows only.
+  // Widening half of V in warpgroup 0 while its S runs measured slower (B=16 101.5).
+  static constexpr bool S8 = KV8 && HD == 128 && !RG && ST == 2 && std::is_same<T, __nv_bfloat16>::value;
+  static constexpr int KT8 = DQK / 128;  // e4m3 SW128 tiles of a row (128 values a 128-byte row)
   static constexpr uint32_t RAW_TILE = 64 * 64;             // a tile's fp8 bytes: 64 rows x 64 values, row-major
   static constexpr uint32_t RAW_STAGE = (KT + VT) * RAW_TILE;
   static constexpr uint32_t OFF_Q = 0, OFF_K = QOPER, OFF_V = OFF_K + KT * TILE,  // (OFF_V: RING only)
       OFF_RAW = OFF_K + (RING ? (KT + 2 * VT) * TILE : ST * OPER), OFF_P = OFF_RAW + (RING ? RR * RAW_STAGE : 0),
       OFF_STATS = OFF_P + TILE;
+  // statistics: rescale factors, row sums, row maxima, (F16, S8) Q's row factors 2^-e; then (S8) Q's e4m3 tiles, KT8 hi
+  // then KT8 lo
+  static constexpr uint32_t STATS_END = OFF_STATS + 4 * BM * 4, OFF_Q8 = (STATS_END + 1023u) & ~1023u;
   static constexpr uint32_t RING_EXTRA = OFF_P - (OFF_K + ST * OPER);  // over the planner's figure (tile_config.h)
-  // statistics: rescale factors, row sums, row maxima, (F16) Q's row factors 2^-e
-  static constexpr uint32_t SMEM = OFF_STATS + 4 * BM * 4 + 1024;  // + aligning the base to 1024 bytes
+  static constexpr uint32_t S8_EXTRA = S8 ? OFF_Q8 + 2 * KT8 * TILE - STATS_END : 0;  // (likewise)
+  static constexpr uint32_t SMEM = STATS_END + S8_EXTRA + 1024;  // + aligning the base to 1024 bytes
   static_assert(BM * EPI_ROW <= OFF_P, "the staged partial rows fit Q's and the stages' space");
   static_assert(V::BM == BM && V::BN == BN && V::DQK == DQK && V::DV == DV && V::THREADS == COMPUTE,
                 "the mma.sync tile's geometry (its row fetch is reused)");
@@ -158,7 +178,7 @@ struct VerifyWg {
   static_assert(!(HD == 128 && ST == 2) || 2 * (SMEM + 1024 + 512) <= 233472, "two CTAs a multiprocessor");
   static constexpr int CFG = MLA ? kMlaWg : HD == 256 ? kGqaWg256 : ST == 2 ? kGqaWg128 : kGqaWg128S5;
   static_assert(kTileConfigs[CFG].stages == ST, "the planner's configuration has these stages");
-  static_assert(SMEM - RING_EXTRA <= kTileConfigs[CFG].smem_bytes() + 1024,
+  static_assert(SMEM - RING_EXTRA - S8_EXTRA <= kTileConfigs[CFG].smem_bytes() + 1024,
                 "the planner's figure (tile_config.h) covers it");
 
   // Key rows of `step` into a stage: thread (r0 = tid / 8, c0 = tid % 8) copies chunks 8 c + c0 (c < KT) of
@@ -179,8 +199,22 @@ struct VerifyWg {
         if constexpr (KV8) {
           const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot;
           if constexpr (!MLA) k8 += hk * p.k_pool_stride_head;
+          if (S8 && p.fp8_s8 && (step + 1) * BN <= s.plen) {
+            // S8, a prefix step: 16-byte chunk c0 of each e4m3 tile of the row, K's into the K space's tiles 0 .. KT8 - 1,
+            // V's into tiles KT8 .. KT - 1
+            const uint8_t* v8 =
+                static_cast<const uint8_t*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
 #pragma unroll
-          for (int c = 0; c < KT; ++c) cp_async_8(k_base + c * TILE + wg::sw128_offset(row, c0) + 8, k8 + (8 * c + c0) * 8, 8);
+            for (int c = 0; c < KT8; ++c) {
+              const uint32_t off = c * TILE + wg::sw128_offset(row, c0);
+              cp_async_16(k_base + off, k8 + 128 * c + 16 * c0, 16);
+              cp_async_16(k_base + KT8 * TILE + off, v8 + 128 * c + 16 * c0, 16);
+            }
+            continue;
+          }
+#pragma unroll
+          for (int c = 0; c < KT; ++c)
+            cp_async_8(k_base + c * TILE + wg::sw128_offset(row, c0) + 8, k8 + (8 * c + c0) * 8, 8);
           if constexpr (!MLA) {
             const uint8_t* v8 =
                 static_cast<const uint8_t*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
@@ -246,6 +280,29 @@ struct VerifyWg {
         e4m3x4_to<T>(w.x, o.x, o.y);
         e4m3x4_to<T>(w.y, o.z, o.w);
         *reinterpret_cast<uint4*>(slot) = o;
+      }
+    }
+  }
+
+  // S8, warpgroup 1 (t = tid - 128), a prefix step of the stage at k_stage (every copy of it has landed: after W): the
+  // e4m3 V rows (the K space's tiles KT8 on) into the stage's V tiles. Thread t widens 16-byte chunk c0 = t % 8 of each
+  // e4m3 tile of rows t / 8 + 16 k: values 128 c + 16 c0 .., which are chunks 2 c0 and 2 c0 + 1 of V tile 2 c + c0 / 4;
+  // the lanes with c0 >= 4 store their upper chunk first, so that the 8 lanes of a row store to 8 distinct bank groups
+  __device__ static void widen_v8(uint32_t k_stage, uint32_t t) {
+    const uint32_t c0 = t % 8;
+    const bool swap = c0 >= 4;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t row = t / 8 + 16 * k;
+#pragma unroll
+      for (int c = 0; c < KT8; ++c) {
+        const uint4 w = lds_128(k_stage + (KT8 + c) * TILE + wg::sw128_offset(row, c0));
+        uint4 lo, hi;
+        e4m3x16_to<T>(w, lo, hi);
+        const uint32_t v = k_stage + (KT + 2 * c + c0 / 4) * TILE;
+        const uint32_t a0 = v + wg::sw128_offset(row, (2 * c0) % 8), a1 = v + wg::sw128_offset(row, (2 * c0 + 1) % 8);
+        sts_128(swap ? a1 : a0, swap ? hi : lo);
+        sts_128(swap ? a0 : a1, swap ? lo : hi);
       }
     }
   }
@@ -553,6 +610,59 @@ struct VerifyWg {
     for (int c = 0; c < DQK / 8 / 4; ++c) chunk_bf16_to_f16(addr(c), f);
   }
 
+  // S8: the compute thread's Q chunks (load_q's mapping; they have landed) times 2^e as two e4m3 terms, hi = e4m3(x)
+  // and lo = e4m3(x - hi), into the hi and lo tiles at q8 (value k of a row: tile k / 128, byte k % 128); e puts the
+  // row's largest magnitude in [2^7, 2^8) (0 for rows of zeros, Inf or NaN); 2^-e into q_fac[row]. A bf16 value has 8
+  // significant bits, hi keeps the first 4 and x - hi (a multiple of x's last bit, at most 8 of them) fits lo's 4: so
+  // hi + lo = x exactly where lo is a normal e4m3 value or a multiple of 2^-9 (x at least 2^-9 of the row's largest),
+  // and within 2^-10 2^-e of it below that
+  __device__ static void q_to_e4m3(uint32_t q_base, uint32_t q8, float* q_fac) {
+    const uint32_t t = threadIdx.x, row = t / 4, c0 = t % 4;
+    auto addr = [&](int c) {
+      const uint32_t cc = c0 + 4 * c;
+      return q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8);
+    };
+    auto value = [](uint32_t w, int half) {  // value `half` (0: the low one) of a bf16 pair (S8: bf16 models)
+      return __uint_as_float(half ? w & 0xffff0000u : w << 16);
+    };
+    float mx = 0.f;
+#pragma unroll 1
+    for (int c = 0; c < DQK / 8 / 4; ++c) {
+      const uint4 v = lds_128(addr(c));
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mx = fmaxf(mx, fmaxf(fabsf(value(w[i], 0)), fabsf(value(w[i], 1))));
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's quad
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // fp32 exponent field E: mx in [2^(E-127), 2^(E-126)) (subnormals: below 2^-126, scaled as 2^-126)
+    const int ex = int(__float_as_uint(mx) >> 23);
+    const int e = (mx == 0.f || ex >= 255) ? 0 : min(134 - max(ex, 1), 126);
+    if (c0 == 0) q_fac[row] = __uint_as_float(uint32_t(127 - e) << 23);
+    const float f = __uint_as_float(uint32_t(127 + e) << 23);
+#pragma unroll 1
+    for (int c = 0; c < DQK / 8 / 4; ++c) {
+      const uint4 v = lds_128(addr(c));
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      uint32_t hw[4], lw[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 x = make_float2(value(w[i], 0) * f, value(w[i], 1) * f);
+        const __nv_fp8x2_storage_t h = __nv_cvt_float2_to_fp8x2(x, __NV_SATFINITE, __NV_E4M3);
+        const float2 b = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(h, __NV_E4M3)));
+        hw[i] = h;
+        lw[i] = __nv_cvt_float2_to_fp8x2(make_float2(x.x - b.x, x.y - b.y), __NV_SATFINITE, __NV_E4M3);
+      }
+      const uint32_t cc = c0 + 4 * c;  // values 8 cc .. 8 cc + 7: bytes 8 (cc % 2) of chunk (cc % 16) / 2, tile cc / 16
+      const uint32_t a = q8 + (cc / 16) * TILE + wg::sw128_offset(row, (cc % 16) / 2) + 8 * (cc % 2);
+      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(a), "r"(hw[0] | (hw[1] << 16)), "r"(hw[2] | (hw[3] << 16))
+                   : "memory");
+      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(a + KT8 * TILE), "r"(lw[0] | (lw[1] << 16)),
+                   "r"(lw[2] | (lw[3] << 16))
+                   : "memory");
+    }
+  }
+
   // FV_TRACE_PROD (diagnostic, with FLASHVERIFY_TRACE; scripts/trace-summary; batch-1 cases, one segment a CTA):
   // thread `who` writes %globaltimer into word `slot` (0 or 1) of trace event `ev`. The first producer thread records
   // when it issued (slot 1: both parts) and saw landed (slot 0: the first part) the copies of steps 0-4 as events 8-12,
@@ -705,12 +815,18 @@ struct VerifyWg {
       if (s.k_begin + RR < s.k_end) ring_fetch(p, s, s.k_begin + RR, rri);
       if (s.k_begin < s.k_end) ring_prepare_wg(p, s, 0, rri, base, hk, wgi);
     } else if constexpr (ST == 2) {
+      if constexpr (S8) cp_async_commit();  // (S8: Q a group of its own, split below while the first rows land)
       if (s.k_begin < s.k_end) {
         V::fetch_rows(p, s, s.k_begin, ri);
         issue_rows(p, s, s.k_begin, ri, base + OFF_K, hk);
       }
       cp_async_commit();
       if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
+      if constexpr (S8)
+        if (p.fp8_s8 && s.k_begin < s.k_end) {
+          cp_async_wait<1>();  // Q
+          q_to_e4m3(q_base, base + OFF_Q8, q_fac);
+        }
     } else {
       // the first ST - 1 steps' slot indices (independent loads), then their rows, one group a step
       RowIdx first[ST - 1];
@@ -757,6 +873,7 @@ struct VerifyWg {
 
     for (int step = s.k_begin; step < s.k_end; ++step) {
       const int it = step - s.k_begin;
+      const bool s8_step = S8 && p.fp8_s8 && (step + 1) * BN <= s.plen;  // S8: a step of prefix keys only (S on e4m3)
       if constexpr (PROD) {
         if constexpr (!F16)
           if (it == 0) {
@@ -777,11 +894,16 @@ struct VerifyWg {
             for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
       } else {
         cp_async_wait<ST - 2>();  // this step's group (ST - 2 younger ones may be in flight)
-        // KV8: a segment's first step widens here; the others were widened during the previous step's P V
+        // KV8: a segment's first step widens here; the others were widened during the previous step's P V (MLA);
+        // S8's prefix steps widen V after W (warpgroup 1)
         if constexpr (KV8)
-          if (!kWidenEarly || it == 0) widen_rows(s, step, smem + OFF_K + (unsigned(it) % ST) * OPER);
+          if ((!kWidenEarly || it == 0) && !s8_step) widen_rows(s, step, smem + OFF_K + (unsigned(it) % ST) * OPER);
         wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
         __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
+        if constexpr (S8)
+          if (it == 0 && p.fp8_s8)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
       }
 #if defined(FV_TRACE_PROD)
       if (it < 5) diag_time(p, 3 + it, 0, 0);
@@ -814,12 +936,24 @@ struct VerifyWg {
         float acc[32];
         wg::zero_operands(acc);
         wg::fence();
+        if (s8_step) {
+          const uint32_t q8 = base + OFF_Q8;
 #pragma unroll
-        for (int kb = 0; kb < KT; ++kb)
+          for (int kb = 0; kb < KT8; ++kb)
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-            wg::mma_m64n64k16_ss<M>(acc, wg::desc_sw128(q_base + kb * TILE + 32 * j, 16, 1024),
-                                    wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024), kb + j > 0);
+            for (int j = 0; j < 4; ++j) {
+              const uint64_t kd = wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024);
+              wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_sw128(q8 + kb * TILE + 32 * j, 16, 1024), kd, kb + j > 0);
+              wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_sw128(q8 + (KT8 + kb) * TILE + 32 * j, 16, 1024), kd, 1);
+            }
+        } else {
+#pragma unroll
+          for (int kb = 0; kb < KT; ++kb)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+              wg::mma_m64n64k16_ss<M>(acc, wg::desc_sw128(q_base + kb * TILE + 32 * j, 16, 1024),
+                                      wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024), kb + j > 0);
+        }
         wg::commit();
         if (kCopyAfterS) copy_next();
         wg::wait<0>();
@@ -831,7 +965,7 @@ struct VerifyWg {
         float mx[2] = {-INFINITY, -INFINITY};
         // KV8: k_scale multiplies the prefix scores (folded into scale_log2_prefix)
         if (!tail) {
-          if constexpr (F16) {
+          if constexpr (F16 || S8) {  // (S8: a prefix step, whose S took Q times 2^e)
             const float c[2] = {p.scale_log2_prefix * qf[0], p.scale_log2_prefix * qf[1]};
 #pragma unroll
             for (int i = 0; i < 32; ++i) acc[i] *= c[(i >> 1) & 1];
@@ -907,7 +1041,9 @@ struct VerifyWg {
           if (t4 == 0) alpha_s[row_of[h]] = alpha[h];
         }
         wg::fence_proxy_async();  // P, for warpgroup 1's operand reads
-        named_arrive(BAR_P);      // P and the rescale factors are in shared memory
+        // P and the rescale factors are in shared memory (S8: and warpgroup 1's V rows)
+        if constexpr (S8) named_sync(BAR_P);
+        else named_arrive(BAR_P);
 
         // ---- O[:, 0:DV/2] = O * alpha + P V (P from registers)
         auto during = [&]() {
@@ -927,6 +1063,10 @@ struct VerifyWg {
         if constexpr (RING) {
           named_sync(BAR_S);  // warpgroup 0's S is done with K
           if (more) ring_prepare<1>(p, s, it + 1, rri, base, hk);
+        }
+        if (s8_step) {  // S8: the step's V rows, for both warpgroups' P V
+          widen_v8(k_base, tid - COMPUTE / 2);
+          wg::fence_proxy_async();
         }
         named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, DV/2:DV] = O * alpha + P V (P from the P tile)

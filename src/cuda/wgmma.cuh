@@ -185,6 +185,22 @@ __device__ __forceinline__ void mma_m64n64k16_ss_tb(float (&d)[32], uint64_t des
 #endif
 }
 
+// d (as above) += A (64 x 32 fp8 e4m3, K-major SW128: 128 values a 128-byte row) * B (32 x 64 e4m3: 64 K-major rows of
+// 32), both from shared memory; the k32 step j of a tile starts 32 j bytes in, as the 16-bit k16 step does (fp8 wgmma
+// has no transposed form: both operands K-major). accumulate = 0 overwrites d.
+__device__ __forceinline__ void mma_m64n64k32_e4m3_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+#if FV_HAS_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " FV_WG_D32_LIST ", %32, %33, p, 1, 1;\n}\n"
+      : FV_WG_D32
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  FV_WG_UNAVAILABLE();
+#endif
+}
+
 #undef FV_WG_D32
 #undef FV_WG_D32_LIST
 

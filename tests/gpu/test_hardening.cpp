@@ -1025,10 +1025,23 @@ TEST(HopperMla, Fp8PoolsWithABf16ModelMultiplyInFp16) {
   }
 }
 
+// fp8 pools on the 2-stage Hopper GQA kernel `config` with FLASHVERIFY_GQA8_S8=0 (S in the model dtype, K widened as V
+// is), against the oracle; its raw output (the rounding check_ring's bf16-product RING kernel must reproduce)
+std::vector<uint8_t> run_without_s8(const HostProblem& hp, const char* config, const std::string& label) {
+  const ScopedEnv forced("FLASHVERIFY_CONFIG", config), plain("FLASHVERIFY_GQA8_RING", "0"),
+      no_s8("FLASHVERIFY_GQA8_S8", "0");
+  const std::string what = label + " [" + config + ", S in the model dtype]";
+  expect_matches_oracle(hp, what.c_str());
+  const fvt::GpuRun r = fvt::run_gpu(hp, FV_IMPL_FAST);
+  EXPECT_EQ(r.status, FV_OK) << what << ": " << r.error;
+  return r.raw_out;
+}
+
 // The RING kernels (fp8 pools on the 2-stage Hopper GQA kernels: Plan::fp8_ring) forced on `config`, against the
 // oracle, with fp16 products allowed (a bf16 model's RING kernel multiplies in fp16 where the scales allow it) and
 // not; and which kernel ran, from the raw outputs: with bf16 products the RING kernel rounds as the 2-stage kernel
-// (`plain`, run with FLASHVERIFY_GQA8_RING=0), with fp16 products a bf16 model's output differs from it, and where the
+// (`plain`, run with FLASHVERIFY_GQA8_RING=0 and
+// FLASHVERIFY_GQA8_S8=0: RING has no e4m3 S), with fp16 products a bf16 model's output differs from it, and where the
 // dispatcher keeps the mma.sync tile (`wg_expected` false: score modifiers) the output is `mma`'s, bit for bit. (With
 // bf16 products the raw outputs cannot tell RING from the 2-stage kernel: the fp16-product inequality is what shows
 // that the dispatcher reaches the RING kernels.)
@@ -1070,13 +1083,15 @@ void check_ring(const HostProblem& hp, const char* config, const std::string& la
 // was bit-identical in both (call 8 of v28) while the larger ones differed; so the Hopper kernel must differ in at
 // least one case it serves, not in each. The 5-stage kernel (gqa128_wg_bm64_bn64_s5: the same arithmetic, one CTA a
 // multiprocessor) runs every case as well; where the split count is given (the plan is then the same as the 2-stage
-// kernel's) its output must be bit-identical to the 2-stage kernel's (fp8 pools too, since v31; where the dispatcher
-// keeps the mma.sync tile both configurations take it).
+// kernel's) its output must be bit-identical to the 2-stage kernel's (fp8 pools too, since v31, against the 2-stage
+// kernel run with FLASHVERIFY_GQA8_S8=0: the e4m3 S of a bf16 model's prefix steps is the 2-stage kernel's alone; where
+// the dispatcher keeps the mma.sync tile both configurations take it). With fp8 pools the e4m3 S must change some
+// output (it ran), and the run without it is checked against the oracle too.
 TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   REQUIRE_GPU();
   const bool hopper = hopper_mla_kernel_here();  // (the same condition: an sm_90 device, a library built for sm_90)
   const uint64_t seed = fvt::session_seed() + 211;
-  int served = 0, differed = 0, same_plan = 0;
+  int served = 0, differed = 0, same_plan = 0, s8_differed = 0;
   auto check = [&](const CaseSpec& s, bool wg_expected, const char* label) {
     const HostProblem hp = fvt::make_problem(s);
     std::vector<uint8_t> raw[3];  // the mma.sync tile, the Hopper kernel with 2 stages, with 5
@@ -1090,7 +1105,14 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
       ASSERT_EQ(r.status, FV_OK) << what << ": " << r.error;
       raw[k] = r.raw_out;
     }
-    if (s.kv_fp8) ASSERT_NO_FATAL_FAILURE(check_ring(hp, configs[1], label, wg_expected, raw[1], raw[0]));
+    // fp8 pools: the 2-stage kernel without S8 (bf16 models: the e4m3 S; the 5-stage and RING kernels have none)
+    std::vector<uint8_t> no_s8 = raw[1];
+    if (s.kv_fp8) {
+      ASSERT_NO_FATAL_FAILURE(no_s8 = run_without_s8(hp, configs[1], label));
+      if (wg_expected) s8_differed += no_s8 != raw[1];
+      else if (hopper) EXPECT_TRUE(no_s8 == raw[1]) << label << ": FLASHVERIFY_GQA8_S8 changed the mma.sync tile's output";
+      ASSERT_NO_FATAL_FAILURE(check_ring(hp, configs[1], label, wg_expected, no_s8, raw[0]));
+    }
     if (wg_expected) {
       ++served;
       differed += raw[1] != raw[0];
@@ -1099,7 +1121,8 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
     }
     if (hopper && s.num_kv_splits > 0) {
       ++same_plan;
-      EXPECT_TRUE(raw[2] == raw[1]) << label << ": the 5-stage kernel's output differs from the 2-stage kernel's";
+      EXPECT_TRUE(raw[2] == no_s8) << label << ": the 5-stage kernel's output differs from the 2-stage kernel's"
+                                   << (s.kv_fp8 ? " (without S8)" : "");
     }
   };
   CaseSpec multi = base_case(false, seed);
@@ -1216,6 +1239,7 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
   if (hopper) EXPECT_GT(differed, 0) << "the Hopper kernel's output equals the mma.sync tile's in all " << served
                                      << " cases it serves: it did not run";
   if (hopper) EXPECT_GE(same_plan, 10) << "cases with a given split count";
+  if (hopper) EXPECT_GT(s8_differed, 0) << "fp8 pools: the e4m3 S (S8) changed no output: it did not run";
 }
 
 // The Hopper GQA kernel at head dim d (d256: gqa256_wg_bm64_bn64_s2) and the mma.sync tile of the same plan
@@ -1224,7 +1248,7 @@ TEST(HopperGqa, CasesAgainstTheOracleAndWhichKernelRan) {
 // differ in some case, where the dispatcher keeps the mma.sync tile (a logit cap) they are bit-identical.
 void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_config, uint64_t seed) {
   const bool hopper = hopper_mla_kernel_here();
-  int differed = 0;
+  int differed = 0, s8_differed = 0;
   auto check = [&](CaseSpec s, bool wg_expected, const std::string& label) {
     s.dqk = s.dv = d;
     const HostProblem hp = fvt::make_problem(s);
@@ -1238,7 +1262,12 @@ void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_con
       ASSERT_EQ(r.status, FV_OK) << what << ": " << r.error;
       raw[wg] = r.raw_out;
     }
-    if (s.kv_fp8) ASSERT_NO_FATAL_FAILURE(check_ring(hp, wg_config, label, wg_expected, raw[1], raw[0]));
+    if (s.kv_fp8) {
+      std::vector<uint8_t> no_s8;
+      ASSERT_NO_FATAL_FAILURE(no_s8 = run_without_s8(hp, wg_config, label));
+      if (wg_expected) s8_differed += no_s8 != raw[1];
+      ASSERT_NO_FATAL_FAILURE(check_ring(hp, wg_config, label, wg_expected, no_s8, raw[0]));
+    }
     if (wg_expected) differed += raw[1] != raw[0];
     else if (hopper) EXPECT_TRUE(raw[1] == raw[0]) << label << ": the Hopper kernel ran where the mma.sync tile should";
   };
@@ -1299,6 +1328,9 @@ void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_con
   fp8.seed = seed + 8;
   ASSERT_NO_FATAL_FAILURE(check(fp8, false, "gqa " + dn + " fp8 pools, logit cap (the mma.sync tile)"));
   if (hopper) EXPECT_GT(differed, 0) << "the Hopper " << dn << " kernel's output equals the mma.sync tile's in every case";
+  // (S8: the d128 kernel only; at d256 FLASHVERIFY_GQA8_S8 must change nothing)
+  if (hopper && d == 128) EXPECT_GT(s8_differed, 0) << dn << ", fp8 pools: the e4m3 S (S8) changed no output: it did not run";
+  if (hopper && d != 128) EXPECT_EQ(s8_differed, 0) << dn << ": FLASHVERIFY_GQA8_S8 changed an output";
 }
 
 TEST(HopperGqa, HeadDim256AgainstTheOracleAndWhichKernelRan) {
