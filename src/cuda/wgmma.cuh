@@ -1,7 +1,8 @@
 // Hopper warpgroup MMA (wgmma, sm_90a only) for the Hopper MLA kernel (verify_wg.cuh):
 // shared-memory matrix descriptors for 128-byte-swizzled tiles, the fence / commit / wait trio, and the three
 // m64n64k16 forms the verify kernel needs: S = Q K^T with both operands in shared memory, and O += P V with V
-// read transposed from the K rows and P either in registers (the S accumulators' layout) or in a shared tile.
+// read transposed from the K rows and P either in registers (the S accumulators' layout) or in a shared tile; and the
+// fp8 e4m3 form m64n64k32 of S (the fp8 GQA d128 kernel's prefix steps: verify_wg.cuh, S8).
 //
 // Shared-memory layout of every operand ("SW128"): a tile of R rows x 64 16-bit elements (128 bytes a row)
 // stores element chunk c (16 bytes, 8 elements) of row r at r * 128 + ((c ^ (r % 8)) * 16), rows at a
