@@ -378,7 +378,7 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   // the scales leave fp16 room: |k_scale| and |v_scale| in [2^-12, 2^12] and within 2^6 of each other (P's two factors
   // then lie in [2^-7, 1]); FLASHVERIFY_FP8_MLA_F16=0 keeps bf16 products (read per call: tests and benchmark A/B)
   p.fp8_f16 = 0;
-  // fp8 pools with a bf16 model and 16-byte aligned rows: the 2-stage Hopper GQA kernels run S of their prefix steps on
+  // fp8 pools with a bf16 model and 16-byte aligned rows: the 2-stage Hopper GQA d128 kernel runs S of its prefix steps on
   // e4m3 wgmma (verify_wg.cuh, S8); FLASHVERIFY_GQA8_S8=0 keeps S in bf16 (read per call: tests and benchmark A/B)
   p.fp8_s8 = p.kv8_a16 && pb.dtype == FV_DTYPE_BF16 && env_on_unless_0("FLASHVERIFY_GQA8_S8");
   p.f16_draft_row = p.f16_draft_score = p.f16_p_prefix = p.f16_p_draft = p.f16_out = 1.f;

@@ -72,7 +72,7 @@ struct VerifyParams {
   // f16_p_prefix = v_scale 2^-sigma (prefix keys) or f16_p_draft = 2^-sigma / kd (draft keys), sigma making the larger
   // of the two at most 1, and the output times f16_out = 2^sigma
   int fp8_f16;
-  // fp8 GQA pools (bf16 models, 16-byte aligned rows) on the 2-stage Hopper kernels without RING: S of the prefix
+  // fp8 GQA pools (bf16 models, 16-byte aligned rows) on the 2-stage Hopper d128 kernel without RING: S of the prefix
   // steps on e4m3 wgmma (verify_wg.cuh, S8); FLASHVERIFY_GQA8_S8=0 turns it off (read per call: tests and A/B)
   int fp8_s8;
   float f16_draft_row, f16_draft_score, f16_p_prefix, f16_p_draft, f16_out;

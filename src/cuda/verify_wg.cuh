@@ -199,7 +199,7 @@ struct VerifyWg {
         if constexpr (KV8) {
           const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot;
           if constexpr (!MLA) k8 += hk * p.k_pool_stride_head;
-          if (S8 && p.fp8_s8 && (step + 1) * BN <= s.plen) {
+          if (S8 && p.fp8_s8 && (step + 1) * BN <= s.plen) {  // (run_segment's s8_step: the two must agree)
             // S8, a prefix step: 16-byte chunk c0 of each e4m3 tile of the row, K's into the K space's tiles 0 .. KT8 - 1,
             // V's into tiles KT8 .. KT - 1
             const uint8_t* v8 =
@@ -289,6 +289,7 @@ struct VerifyWg {
   // e4m3 tile of rows t / 8 + 16 k: values 128 c + 16 c0 .., which are chunks 2 c0 and 2 c0 + 1 of V tile 2 c + c0 / 4;
   // the lanes with c0 >= 4 store their upper chunk first, so that the 8 lanes of a row store to 8 distinct bank groups
   __device__ static void widen_v8(uint32_t k_stage, uint32_t t) {
+    static_assert(BM == 4 * (COMPUTE / 2 / 8), "a warpgroup's 16 row groups of 8 threads, 4 rows each");
     const uint32_t c0 = t % 8;
     const bool swap = c0 >= 4;
 #pragma unroll
@@ -582,6 +583,11 @@ struct VerifyWg {
     for (int k = 0; k < 2 * RAW; ++k) chunk_bf16_to_f16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), kd);
   }
 
+  // 16-byte chunk cc (values 8 cc ..) of Q row `row` (load_q's layout)
+  __device__ static uint32_t q_chunk(uint32_t q_base, uint32_t row, uint32_t cc) {
+    return q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8);
+  }
+
   // F16: the compute thread's Q chunks (load_q's mapping; they have landed) into fp16 times 2^e, e putting the
   // row's largest magnitude in [2^14, 2^15) (0 for rows of zeros, Inf or NaN); 2^-e into q_fac[row]
   __device__ static void q_to_f16(uint32_t q_base, float* q_fac) {
@@ -618,10 +624,7 @@ struct VerifyWg {
   // and within 2^-10 2^-e of it below that
   __device__ static void q_to_e4m3(uint32_t q_base, uint32_t q8, float* q_fac) {
     const uint32_t t = threadIdx.x, row = t / 4, c0 = t % 4;
-    auto addr = [&](int c) {
-      const uint32_t cc = c0 + 4 * c;
-      return q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8);
-    };
+    auto addr = [&](int c) { return q_chunk(q_base, row, c0 + 4 * c); };
     auto value = [](uint32_t w, int half) {  // value `half` (0: the low one) of a bf16 pair (S8: bf16 models)
       return __uint_as_float(half ? w & 0xffff0000u : w << 16);
     };
@@ -873,7 +876,9 @@ struct VerifyWg {
 
     for (int step = s.k_begin; step < s.k_end; ++step) {
       const int it = step - s.k_begin;
-      const bool s8_step = S8 && p.fp8_s8 && (step + 1) * BN <= s.plen;  // S8: a step of prefix keys only (S on e4m3)
+      // S8: a step of prefix keys only, S on e4m3 (issue_rows tests the same to land it so; a shared helper function
+      // changed the other kernels' sm_90a SASS, so the condition is written out twice)
+      const bool s8_step = S8 && p.fp8_s8 && (step + 1) * BN <= s.plen;
       if constexpr (PROD) {
         if constexpr (!F16)
           if (it == 0) {

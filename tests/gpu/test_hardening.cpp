@@ -1040,11 +1040,10 @@ std::vector<uint8_t> run_without_s8(const HostProblem& hp, const char* config, c
 // The RING kernels (fp8 pools on the 2-stage Hopper GQA kernels: Plan::fp8_ring) forced on `config`, against the
 // oracle, with fp16 products allowed (a bf16 model's RING kernel multiplies in fp16 where the scales allow it) and
 // not; and which kernel ran, from the raw outputs: with bf16 products the RING kernel rounds as the 2-stage kernel
-// (`plain`, run with FLASHVERIFY_GQA8_RING=0 and
-// FLASHVERIFY_GQA8_S8=0: RING has no e4m3 S), with fp16 products a bf16 model's output differs from it, and where the
-// dispatcher keeps the mma.sync tile (`wg_expected` false: score modifiers) the output is `mma`'s, bit for bit. (With
-// bf16 products the raw outputs cannot tell RING from the 2-stage kernel: the fp16-product inequality is what shows
-// that the dispatcher reaches the RING kernels.)
+// (`plain`, run with FLASHVERIFY_GQA8_RING=0 and FLASHVERIFY_GQA8_S8=0: RING has no e4m3 S), with fp16 products a bf16
+// model's output differs from it, and where the dispatcher keeps the mma.sync tile (`wg_expected` false: score
+// modifiers) the output is `mma`'s, bit for bit. (With bf16 products the raw outputs cannot tell RING from the 2-stage
+// kernel: the fp16-product inequality is what shows that the dispatcher reaches the RING kernels.)
 void check_ring(const HostProblem& hp, const char* config, const std::string& label, bool wg_expected,
                 const std::vector<uint8_t>& plain, const std::vector<uint8_t>& mma) {
   const bool hopper = hopper_mla_kernel_here();
