@@ -398,6 +398,10 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa8/1 d256 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 1), 0.5f, 1.5f));
     add("gqa8/1 d256 n8 p32k b4 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 4), 0.5f, 1.5f));
     add("gqa8/1 d256 n8 p32k b8 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 8), 0.5f, 1.5f));
+    // (S8 at d256 from 4 (request, KV head) pairs: src/cuda/dispatch.cu; these rows place that threshold)
+    add("gqa8/1 d256 n8 p32k b2 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 2), 0.5f, 1.5f));
+    add("gqa16/2 d256 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 16, 2, 256, 8, 32768, 1), 0.5f, 1.5f));
+    add("gqa32/8 d256 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 32, 8, 256, 8, 32768, 1), 0.5f, 1.5f));
   }
   if (suite == "psweep" || suite == "full") {
     // three shapes over P, at B = 4 and at B = 16, the batch of the throughput targets (B = 4 puts fixed costs -

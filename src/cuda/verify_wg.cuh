@@ -92,7 +92,8 @@ namespace fv {
 #ifdef FV_GQA8_RING
 #error "FV_GQA8_RING (v32's compile-time switch) is gone: the RING kernels are always built; FLASHVERIFY_GQA8_RING=1 takes them"
 #endif
-template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2, bool RG = false>
+template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2, bool RG = false,
+          bool S8E = true>
 struct VerifyWg {
   static constexpr bool MLA = HD == 576;
   static_assert(MLA || HD == 128 || HD == 256, "MLA 576 / 512 or GQA d128 / d256");
@@ -142,8 +143,9 @@ struct VerifyWg {
   static_assert(!RG || (KV8 && !MLA && ST == 2), "RING: the 2-stage fp8 GQA kernels");
   static_assert(!F16 || ((PROD || RING) && std::is_same<T, __nv_bfloat16>::value),
                 "F16: the bf16 models' producer kernel and RING kernels");
-  // S8 (fp8 GQA pools, bf16 models, the 2-stage d128 kernel without RING; where p.fp8_s8: 16-byte aligned rows, and
-  // FLASHVERIFY_GQA8_S8=0 turns it off): a step of prefix keys only lands as e4m3 bytes, 16-byte copies that bypass L1,
+  // S8 (fp8 GQA pools, bf16 models, the 2-stage d128 and d256 kernels without RING; where p.fp8_s8: 16-byte aligned
+  // rows, at d256 at least 4 (request, KV head) pairs, and FLASHVERIFY_GQA8_S8=0 turns it off): a step of prefix keys
+  // only lands as e4m3 bytes, 16-byte copies that bypass L1,
   // K in the first KT8 tiles of the stage's K space and V in the others; S runs on e4m3 wgmma with K as it landed and Q
   // as two e4m3 terms, hi + lo, of the row times 2^e (q_to_e4m3: exact for bf16 values down to 2^-9 of the row's
   // largest; 2^-e in q_fac joins the score scale), and warpgroup 1 widens V into the stage's V tiles while warpgroup 0's
@@ -152,12 +154,18 @@ struct VerifyWg {
   // copies into each slot's upper half, widened at W) and run S in bf16; Q is split in the prologue, a cp.async group of
   // its own, while the first rows land. (An fp16 model's Q has 11 bits: two e4m3 terms would lose three.) H200, GQA 8/1
   // N=8, graph us against the kernel without it (bench/NOTES.md v38, x2 interleaved): P=32K B=16 93.0-93.2 vs 99.8-99.9
-  // (16-bit pools 94.2-94.4), B=4 35.0-35.2 vs 37.1, P=4K B=16 27.4-27.8 vs 28.1-28.3. At d256 it measured even at B=16
-  // (172.8-173.2 vs 172.5), 56.2-56.5 vs 57.1-57.3 at B=4 and 28.1-28.2 vs 26.9-27.1 at batch 1, so d256 keeps the
-  // kernel (and the shared memory) without it. Its Q tiles add 16 KB (~108.5 KB a CTA, still two a multiprocessor); with
+  // (16-bit pools 94.2-94.4), B=4 35.0-35.2 vs 37.1, P=4K B=16 27.4-27.8 vs 28.1-28.3. At d256 (v39-v40, its steps in
+  // loops of their own, S8_LOOPS below) B=16 148.0-151.3 vs 165.8-169.6 (16-bit pools 156.2-157.0), B=4 54.4-55.8 vs
+  // 55.0-56.7, but batch 1 of one KV head 32.8-33.2 vs 26.8-27.0, and the S8 kernel with S8 off ran 31.6 there (v39),
+  // 32.0-32.6 launched without its 32 KB of Q tiles (v40): its code, not S8 or its shared memory, is slower there.
+  // Hence S8E and the threshold in dispatch.cu. Its Q tiles add 16 KB at d128 (~108.5 KB a CTA, still two a multiprocessor); with
   // them the 8-byte copies that go through L1 ran 18-40% slower (v38 call 1: the smaller L1), hence 16-byte rows only.
   // Widening half of V in warpgroup 0 while its S runs measured slower (B=16 101.5).
-  static constexpr bool S8 = KV8 && HD == 128 && !RG && ST == 2 && std::is_same<T, __nv_bfloat16>::value;
+  // S8E = false: the same kernel without S8 (launch_verify_wg_gqa takes it where p.fp8_s8 is off). At d256 the S8 kernel
+  // runs its e4m3 steps as a loop of their own (S8_LOOPS, run_segment): s8_step is then a compile-time constant in each
+  // loop and ptxas keeps the wgmmas pipelined. At d128 the same split costs more than it saves (spills, see there).
+  static constexpr bool S8 = S8E && KV8 && (HD == 128 || HD == 256) && !RG && ST == 2 && std::is_same<T, __nv_bfloat16>::value;
+  static constexpr bool S8_LOOPS = S8 && HD == 256;
   static constexpr int KT8 = DQK / 128;  // e4m3 SW128 tiles of a row (128 values a 128-byte row)
   static constexpr uint32_t RAW_TILE = 64 * 64;             // a tile's fp8 bytes: 64 rows x 64 values, row-major
   static constexpr uint32_t RAW_STAGE = (KT + VT) * RAW_TILE;
@@ -199,7 +207,7 @@ struct VerifyWg {
         if constexpr (KV8) {
           const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot;
           if constexpr (!MLA) k8 += hk * p.k_pool_stride_head;
-          if (S8 && p.fp8_s8 && (step + 1) * BN <= s.plen) {  // (run_segment's s8_step: the two must agree)
+          if (S8 && p.fp8_s8 && (step + 1) * BN <= s.plen) {  // (run_segment runs these steps as its s8 loop: the two must agree)
             // S8, a prefix step: 16-byte chunk c0 of each e4m3 tile of the row, K's into the K space's tiles 0 .. KT8 - 1,
             // V's into tiles KT8 .. KT - 1
             const uint8_t* v8 =
@@ -874,11 +882,17 @@ struct VerifyWg {
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[nb][i] = 0.f;
 
-    for (int step = s.k_begin; step < s.k_end; ++step) {
+    // One step of keys; s8c: whether S8 runs it (prefix keys only, S on e4m3), a bool or (S8_LOOPS) a std::bool_constant.
+    // With a runtime branch between the e4m3 and the bf16 S wgmma sequences (and around widen_rows) ptxas serializes
+    // every wgmma of the kernel (C7520, "compiler-inserted WG.AR in divergent path"); S8_LOOPS runs the S8 steps as a
+    // loop of their own before the others instead, s8_step a compile-time constant in each. Measured on the H200 (GQA
+    // 8/1 N=8 P=32K, graph us, bench/NOTES.md v39): at d128 the split loops ran slower than the serialized single loop
+    // (B=16 103.8-104.4 vs 93.4, B=4 43.5-43.8 vs 35.1-35.2: ptxas spills 180 bytes where the single loop spills 48),
+    // at d256 (no spills) they take fp8 B=16 from 167-170 to 148-151 (16-bit pools 156.7-157.0). issue_rows lands a
+    // step's rows by the same test, (step + 1) * BN <= s.plen, i.e. step < s8_end.
+    auto step_body = [&](const int step, auto s8c) {
       const int it = step - s.k_begin;
-      // S8: a step of prefix keys only, S on e4m3 (issue_rows tests the same to land it so; a shared helper function
-      // changed the other kernels' sm_90a SASS, so the condition is written out twice)
-      const bool s8_step = S8 && p.fp8_s8 && (step + 1) * BN <= s.plen;
+      const bool s8_step = S8 && static_cast<bool>(s8c);
       if constexpr (PROD) {
         if constexpr (!F16)
           if (it == 0) {
@@ -887,16 +901,18 @@ struct VerifyWg {
           }
         named_sync<THREADS>(BAR_FULL + (it & 1));  // the producers' rows of the step (and every compute warp's Q)
         if constexpr (F16)
-          if (it == 0)
+          if (it == 0) {  // (braced: a bare #pragma under a discarded if constexpr in a lambda warns, #607-D)
 #pragma unroll
             for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
+          }
       } else if constexpr (RING) {
         wg::fence_proxy_async();  // the thread's widened rows and tail copies, for the tensor cores' reads
         __syncthreads();          // (W) the step's rows; every warp done with the previous P and V stage
         if constexpr (F16)
-          if (it == 0)
+          if (it == 0) {  // (braced: #607-D, above)
 #pragma unroll
             for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
+          }
       } else {
         cp_async_wait<ST - 2>();  // this step's group (ST - 2 younger ones may be in flight)
         // KV8: a segment's first step widens here; the others were widened during the previous step's P V (MLA);
@@ -906,9 +922,10 @@ struct VerifyWg {
         wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
         __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
         if constexpr (S8)
-          if (it == 0 && p.fp8_s8)
+          if (it == 0 && p.fp8_s8) {  // (braced: #607-D, above)
 #pragma unroll
             for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
+          }
       }
 #if defined(FV_TRACE_PROD)
       if (it < 5) diag_time(p, 3 + it, 0, 0);
@@ -1085,6 +1102,17 @@ struct VerifyWg {
           if (step + 2 < s.k_end) named_arrive<EMPTY_THREADS>(BAR_EMPTY_B + (it & 1));  // ... its tiles 4-7
         }
       }
+    };
+    if constexpr (S8_LOOPS) {
+      const int s8_end = p.fp8_s8 ? min(s.k_end, max(s.k_begin, s.plen / BN)) : s.k_begin;
+      int step = s.k_begin;
+      for (; step < s8_end; ++step) step_body(step, std::true_type{});
+      for (; step < s.k_end; ++step) step_body(step, std::false_type{});
+    } else {
+      for (int step = s.k_begin; step < s.k_end; ++step) {
+        if constexpr (S8) step_body(step, p.fp8_s8 && (step + 1) * BN <= s.plen);
+        else step_body(step, std::false_type{});
+      }
     }
 
     // ---- epilogue: warpgroup 0 holds the row sums (a row's quad covers all its keys)
@@ -1224,12 +1252,13 @@ __global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_con
 // multiprocessor), ~202 KB at d256
 // RG (fp8 pools, ST 2: Plan::fp8_ring): RING; F16 (RING only, bf16 models with p.fp8_f16): fp16 products, as the MLA
 // producer kernel's
-template <class T, int HD, int ST, bool KV8, bool F16 = false, bool RG = false>
+// S8E (default on): S8 where VerifyWg has it (fp8 pools, bf16 models, 2 stages, no RING); false: the same kernel without
+template <class T, int HD, int ST, bool KV8, bool F16 = false, bool RG = false, bool S8E = true>
 __global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
     verify_wg_gqa_kernel(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
-  VerifyWg<T, KV8, false, F16, HD, ST, RG>::run(p, smem);
+  VerifyWg<T, KV8, false, F16, HD, ST, RG, S8E>::run(p, smem);
 #elif defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -1238,8 +1267,13 @@ __global__ void __launch_bounds__(256, HD == 128 && ST == 2 ? 2 : 1)
 template <class T, int HD, int ST, bool KV8>
 cudaError_t launch_verify_wg_gqa(const VerifyParams& p, dim3 grid, cudaStream_t stream) {
   using W = VerifyWg<T, KV8, false, false, HD, ST>;
-  auto kernel = verify_wg_gqa_kernel<T, HD, ST, KV8>;
-  return launch_with_smem(kernel, grid, W::THREADS, W::SMEM, p, stream);
+  if constexpr (W::S8)
+    if (!p.fp8_s8) {  // S8 off (dispatch.cu): the kernel without its code and its e4m3 Q tiles (verify_wg.cuh, S8)
+      using W0 = VerifyWg<T, KV8, false, false, HD, ST, false, false>;
+      return launch_with_smem(verify_wg_gqa_kernel<T, HD, ST, KV8, false, false, false>, grid, W0::THREADS, W0::SMEM, p,
+                              stream);
+    }
+  return launch_with_smem(verify_wg_gqa_kernel<T, HD, ST, KV8>, grid, W::THREADS, W::SMEM, p, stream);
 }
 
 // the RING kernels (fp8 pools, 2 stages; src/cuda/wg/verify_gqa_ring.cu), with fp16 products for a bf16 model where

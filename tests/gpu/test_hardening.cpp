@@ -1265,6 +1265,9 @@ void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_con
       std::vector<uint8_t> no_s8;
       ASSERT_NO_FATAL_FAILURE(no_s8 = run_without_s8(hp, wg_config, label));
       if (wg_expected) s8_differed += no_s8 != raw[1];
+      // d256 below 4 (request, KV head) pairs: S8 is off (dispatch.cu), so FLASHVERIFY_GQA8_S8=0 changes nothing
+      if (hopper && d == 256 && int64_t(s.draft.size()) * s.hkv < 4)
+        EXPECT_TRUE(no_s8 == raw[1]) << label << ": S8 ran at d256 with fewer than 4 (request, KV head) pairs";
       ASSERT_NO_FATAL_FAILURE(check_ring(hp, wg_config, label, wg_expected, no_s8, raw[0]));
     }
     if (wg_expected) differed += raw[1] != raw[0];
@@ -1327,9 +1330,7 @@ void check_hopper_gqa_head_dim(int d, const char* wg_config, const char* mma_con
   fp8.seed = seed + 8;
   ASSERT_NO_FATAL_FAILURE(check(fp8, false, "gqa " + dn + " fp8 pools, logit cap (the mma.sync tile)"));
   if (hopper) EXPECT_GT(differed, 0) << "the Hopper " << dn << " kernel's output equals the mma.sync tile's in every case";
-  // (S8: the d128 kernel only; at d256 FLASHVERIFY_GQA8_S8 must change nothing)
-  if (hopper && d == 128) EXPECT_GT(s8_differed, 0) << dn << ", fp8 pools: the e4m3 S (S8) changed no output: it did not run";
-  if (hopper && d != 128) EXPECT_EQ(s8_differed, 0) << dn << ": FLASHVERIFY_GQA8_S8 changed an output";
+  if (hopper) EXPECT_GT(s8_differed, 0) << dn << ", fp8 pools: the e4m3 S (S8) changed no output: it did not run";
 }
 
 TEST(HopperGqa, HeadDim256AgainstTheOracleAndWhichKernelRan) {

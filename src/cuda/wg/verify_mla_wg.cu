@@ -1,5 +1,6 @@
-// The Hopper MLA kernel's instantiations (verify_wg.cuh). Compiled for sm_90a only (CMakeLists.txt: the
-// flashverify_wg object library), as wgmma exists on no other target.
+// The Hopper MLA kernels' instantiations (verify_wg.cuh) and the GQA kernels' except the 2-stage fp8 ones
+// (verify_gqa8_wg.cu) and RING (verify_gqa_ring.cu). Compiled for sm_90a only (CMakeLists.txt: the flashverify_wg
+// object library), as wgmma exists on no other target.
 #include "../verify_wg.cuh"
 
 namespace fv {
@@ -12,13 +13,9 @@ template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 2, false>(const Ve
 template cudaError_t launch_verify_wg_gqa<__half, 128, 2, false>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 5, false>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__half, 128, 5, false>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 2, true>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__half, 128, 2, true>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 128, 5, true>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__half, 128, 5, true>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 256, 2, false>(const VerifyParams&, dim3, cudaStream_t);
 template cudaError_t launch_verify_wg_gqa<__half, 256, 2, false>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__nv_bfloat16, 256, 2, true>(const VerifyParams&, dim3, cudaStream_t);
-template cudaError_t launch_verify_wg_gqa<__half, 256, 2, true>(const VerifyParams&, dim3, cudaStream_t);
 
 }  // namespace fv
