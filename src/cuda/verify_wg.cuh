@@ -882,17 +882,24 @@ struct VerifyWg {
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[nb][i] = 0.f;
 
-    // One step of keys; s8c: whether S8 runs it (prefix keys only, S on e4m3), a bool or (S8_LOOPS) a std::bool_constant.
-    // With a runtime branch between the e4m3 and the bf16 S wgmma sequences (and around widen_rows) ptxas serializes
-    // every wgmma of the kernel (C7520, "compiler-inserted WG.AR in divergent path"); S8_LOOPS runs the S8 steps as a
-    // loop of their own before the others instead, s8_step a compile-time constant in each. Measured on the H200 (GQA
-    // 8/1 N=8 P=32K, graph us, bench/NOTES.md v39): at d128 the split loops ran slower than the serialized single loop
-    // (B=16 103.8-104.4 vs 93.4, B=4 43.5-43.8 vs 35.1-35.2: ptxas spills 180 bytes where the single loop spills 48),
-    // at d256 (no spills) they take fp8 B=16 from 167-170 to 148-151 (16-bit pools 156.7-157.0). issue_rows lands a
-    // step's rows by the same test, (step + 1) * BN <= s.plen, i.e. step < s8_end.
-    auto step_body = [&](const int step, auto s8c) {
+    // The key steps. S8_LOOPS runs them in two phases, the S8 steps (prefix keys only, S on e4m3) and then the others,
+    // the phase loop unrolled so that s8_step is a compile-time constant in each copy of the step loop: with a runtime
+    // branch between the e4m3 and the bf16 S wgmma sequences (and around widen_rows) ptxas serializes every wgmma of the
+    // kernel (C7520, "compiler-inserted WG.AR in divergent path"). Every other kernel has one phase, not unrolled: its
+    // sm_90a SASS is the plain step loop's, instruction for instruction (cuobjdump, v40; a full unroll of one phase
+    // spilled the MLA producer kernel's compute warps 236 bytes instead of 80, and v39-v40's form, the step a lambda
+    // called from the loops, changed the MLA kernels' SASS as well). Without the unroll the two phases stay a loop: C7520.
+    // Measured on the H200 (GQA 8/1 N=8 P=32K, graph us, bench/NOTES.md v39): at d128 two phases ran slower than the
+    // serialized single loop (B=16 103.8-104.4 vs 93.4, B=4 43.5-43.8 vs 35.1-35.2: ptxas spills 180 bytes where the
+    // single loop spills 48), at d256 (no spills) they take fp8 B=16 from 167-170 to 148-151 (16-bit pools 156.7-157.0).
+    // issue_rows lands a step's rows by the same test, (step + 1) * BN <= s.plen, i.e. step < s8_end.
+    const int s8_end = S8_LOOPS && p.fp8_s8 ? min(s.k_end, max(s.k_begin, s.plen / BN)) : s.k_begin;
+#pragma unroll(S8_LOOPS ? 2 : 1)
+    for (int phase = 0; phase < (S8_LOOPS ? 2 : 1); ++phase)  // (the step loop below is its body)
+    for (int step = !S8_LOOPS || phase == 0 ? s.k_begin : s8_end; step < (S8_LOOPS && phase == 0 ? s8_end : s.k_end);
+         ++step) {
       const int it = step - s.k_begin;
-      const bool s8_step = S8 && static_cast<bool>(s8c);
+      const bool s8_step = S8_LOOPS ? phase == 0 : S8 && p.fp8_s8 && (step + 1) * BN <= s.plen;
       if constexpr (PROD) {
         if constexpr (!F16)
           if (it == 0) {
@@ -901,7 +908,7 @@ struct VerifyWg {
           }
         named_sync<THREADS>(BAR_FULL + (it & 1));  // the producers' rows of the step (and every compute warp's Q)
         if constexpr (F16)
-          if (it == 0) {  // (braced: a bare #pragma under a discarded if constexpr in a lambda warns, #607-D)
+          if (it == 0) {  // (braced: a bare #pragma under a discarded if constexpr can warn, #607-D)
 #pragma unroll
             for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
           }
@@ -1101,17 +1108,6 @@ struct VerifyWg {
           if (step + 1 < s.k_end) named_arrive(BAR_PFREE);
           if (step + 2 < s.k_end) named_arrive<EMPTY_THREADS>(BAR_EMPTY_B + (it & 1));  // ... its tiles 4-7
         }
-      }
-    };
-    if constexpr (S8_LOOPS) {
-      const int s8_end = p.fp8_s8 ? min(s.k_end, max(s.k_begin, s.plen / BN)) : s.k_begin;
-      int step = s.k_begin;
-      for (; step < s8_end; ++step) step_body(step, std::true_type{});
-      for (; step < s.k_end; ++step) step_body(step, std::false_type{});
-    } else {
-      for (int step = s.k_begin; step < s.k_end; ++step) {
-        if constexpr (S8) step_body(step, p.fp8_s8 && (step + 1) * BN <= s.plen);
-        else step_body(step, std::false_type{});
       }
     }
 
