@@ -384,9 +384,9 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   // P=32K batch 1 ran 32.8-33.2 us with S8 against 26.8-27.0 without; B=4 (S8) 54.4-55.8 against 55.0-56.7, B=16
   // 148.0-151.3 against 165.8-169.6 (bench/NOTES.md v39-v40). Where it is off, launch_verify_wg_gqa takes the kernel
   // built without S8. FLASHVERIFY_GQA8_S8_D256_PAIRS=n moves that threshold (benchmark A/B; read per call).
-  const int s8_d256_pairs = env_int_in("FLASHVERIFY_GQA8_S8_D256_PAIRS", 0, 1 << 30, 4);
   p.fp8_s8 = p.kv8_a16 && pb.dtype == FV_DTYPE_BF16 && env_on_unless_0("FLASHVERIFY_GQA8_S8") &&
-             (pb.head_dim_qk != 256 || int64_t(pb.batch_size) * pb.num_kv_heads >= s8_d256_pairs);
+             (pb.head_dim_qk != 256 || int64_t(pb.batch_size) * pb.num_kv_heads >=
+                                           env_int_in("FLASHVERIFY_GQA8_S8_D256_PAIRS", 0, 1 << 30, 4));
   p.f16_draft_row = p.f16_draft_score = p.f16_p_prefix = p.f16_p_draft = p.f16_out = 1.f;
   const float ak = std::fabs(k_scale), av = std::fabs(v_scale);
   if (p.kv_fp8 && pb.dtype == FV_DTYPE_BF16 && ak >= 0x1p-12f && ak <= 0x1p12f && av >= 0x1p-12f && av <= 0x1p12f &&

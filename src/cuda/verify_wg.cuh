@@ -158,13 +158,14 @@ struct VerifyWg {
   // loops of their own, S8_LOOPS below) B=16 148.0-151.3 vs 165.8-169.6 (16-bit pools 156.2-157.0), B=4 54.4-55.8 vs
   // 55.0-56.7, but batch 1 of one KV head 32.8-33.2 vs 26.8-27.0, and the S8 kernel with S8 off ran 31.6 there (v39),
   // 32.0-32.6 launched without its 32 KB of Q tiles (v40): its code, not S8 or its shared memory, is slower there.
-  // Hence S8E and the threshold in dispatch.cu. Its Q tiles add 16 KB at d128 (~108.5 KB a CTA, still two a multiprocessor); with
-  // them the 8-byte copies that go through L1 ran 18-40% slower (v38 call 1: the smaller L1), hence 16-byte rows only.
-  // Widening half of V in warpgroup 0 while its S runs measured slower (B=16 101.5).
+  // Hence S8E and the threshold in dispatch.cu. Its Q tiles add 16 KB at d128 (~108.5 KB a CTA, still two a
+  // multiprocessor); with them the 8-byte copies that go through L1 ran 18-40% slower (v38 call 1: the smaller L1),
+  // hence 16-byte rows only. Widening half of V in warpgroup 0 while its S runs measured slower (B=16 101.5).
   // S8E = false: the same kernel without S8 (launch_verify_wg_gqa takes it where p.fp8_s8 is off). At d256 the S8 kernel
-  // runs its e4m3 steps as a loop of their own (S8_LOOPS, run_segment): s8_step is then a compile-time constant in each
-  // loop and ptxas keeps the wgmmas pipelined. At d128 the same split costs more than it saves (spills, see there).
-  static constexpr bool S8 = S8E && KV8 && (HD == 128 || HD == 256) && !RG && ST == 2 && std::is_same<T, __nv_bfloat16>::value;
+  // runs its e4m3 steps as a phase of their own (S8_LOOPS, run_segment): s8_step is then a compile-time constant in each
+  // phase and ptxas keeps the wgmmas pipelined. At d128 the same split costs more than it saves (spills, see there).
+  static constexpr bool S8 =
+      S8E && KV8 && (HD == 128 || HD == 256) && !RG && ST == 2 && std::is_same<T, __nv_bfloat16>::value;
   static constexpr bool S8_LOOPS = S8 && HD == 256;
   static constexpr int KT8 = DQK / 128;  // e4m3 SW128 tiles of a row (128 values a 128-byte row)
   static constexpr uint32_t RAW_TILE = 64 * 64;             // a tile's fp8 bytes: 64 rows x 64 values, row-major
@@ -207,7 +208,8 @@ struct VerifyWg {
         if constexpr (KV8) {
           const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot;
           if constexpr (!MLA) k8 += hk * p.k_pool_stride_head;
-          if (S8 && p.fp8_s8 && (step + 1) * BN <= s.plen) {  // (run_segment runs these steps as its s8 loop: the two must agree)
+          // (run_segment's s8_step; S8_LOOPS: its S8 phase, steps below s8_end. The two must agree)
+          if (S8 && p.fp8_s8 && (step + 1) * BN <= s.plen) {
             // S8, a prefix step: 16-byte chunk c0 of each e4m3 tile of the row, K's into the K space's tiles 0 .. KT8 - 1,
             // V's into tiles KT8 .. KT - 1
             const uint8_t* v8 =
@@ -888,7 +890,8 @@ struct VerifyWg {
     // kernel (C7520, "compiler-inserted WG.AR in divergent path"). Every other kernel has one phase, not unrolled: its
     // sm_90a SASS is the plain step loop's, instruction for instruction (cuobjdump, v40; a full unroll of one phase
     // spilled the MLA producer kernel's compute warps 236 bytes instead of 80, and v39-v40's form, the step a lambda
-    // called from the loops, changed the MLA kernels' SASS as well). Without the unroll the two phases stay a loop: C7520.
+    // called from the loops, changed the MLA kernels' SASS as well). Without the unroll the two phases stay a loop:
+    // C7520.
     // Measured on the H200 (GQA 8/1 N=8 P=32K, graph us, bench/NOTES.md v39): at d128 two phases ran slower than the
     // serialized single loop (B=16 103.8-104.4 vs 93.4, B=4 43.5-43.8 vs 35.1-35.2: ptxas spills 180 bytes where the
     // single loop spills 48), at d256 (no spills) they take fp8 B=16 from 167-170 to 148-151 (16-bit pools 156.7-157.0).
