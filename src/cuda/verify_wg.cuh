@@ -161,7 +161,8 @@ struct VerifyWg {
   // Hence S8E and the threshold in dispatch.cu. Its Q tiles add 16 KB at d128 (~108.5 KB a CTA, still two a
   // multiprocessor); with them the 8-byte copies that go through L1 ran 18-40% slower (v38 call 1: the smaller L1),
   // hence 16-byte rows only. Widening half of V in warpgroup 0 while its S runs measured slower (B=16 101.5).
-  // S8E = false: the same kernel without S8 (launch_verify_wg_gqa takes it where p.fp8_s8 is off). At d256 the S8 kernel
+  // S8E = false: the same kernel without S8 (launch_verify_wg_gqa takes it where p.fp8_s8 is off, so the S8 kernel's
+  // code never tests p.fp8_s8). At d256 the S8 kernel
   // runs its e4m3 steps as a phase of their own (S8_LOOPS, run_segment): s8_step is then a compile-time constant in each
   // phase and ptxas keeps the wgmmas pipelined. At d128 the same split costs more than it saves (spills, see there).
   static constexpr bool S8 =
@@ -209,7 +210,7 @@ struct VerifyWg {
           const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot;
           if constexpr (!MLA) k8 += hk * p.k_pool_stride_head;
           // (run_segment's s8_step; S8_LOOPS: its S8 phase, steps below s8_end. The two must agree)
-          if (S8 && p.fp8_s8 && (step + 1) * BN <= s.plen) {
+          if (S8 && (step + 1) * BN <= s.plen) {
             // S8, a prefix step: 16-byte chunk c0 of each e4m3 tile of the row, K's into the K space's tiles 0 .. KT8 - 1,
             // V's into tiles KT8 .. KT - 1
             const uint8_t* v8 =
@@ -836,7 +837,7 @@ struct VerifyWg {
       cp_async_commit();
       if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
       if constexpr (S8)
-        if (p.fp8_s8 && s.k_begin < s.k_end) {
+        if (s.k_begin < s.k_end) {
           cp_async_wait<1>();  // Q
           q_to_e4m3(q_base, base + OFF_Q8, q_fac);
         }
@@ -896,13 +897,13 @@ struct VerifyWg {
     // serialized single loop (B=16 103.8-104.4 vs 93.4, B=4 43.5-43.8 vs 35.1-35.2: ptxas spills 180 bytes where the
     // single loop spills 48), at d256 (no spills) they take fp8 B=16 from 167-170 to 148-151 (16-bit pools 156.7-157.0).
     // issue_rows lands a step's rows by the same test, (step + 1) * BN <= s.plen, i.e. step < s8_end.
-    const int s8_end = S8_LOOPS && p.fp8_s8 ? min(s.k_end, max(s.k_begin, s.plen / BN)) : s.k_begin;
+    const int s8_end = S8_LOOPS ? min(s.k_end, max(s.k_begin, s.plen / BN)) : s.k_begin;
 #pragma unroll(S8_LOOPS ? 2 : 1)
     for (int phase = 0; phase < (S8_LOOPS ? 2 : 1); ++phase)  // (the step loop below is its body)
     for (int step = !S8_LOOPS || phase == 0 ? s.k_begin : s8_end; step < (S8_LOOPS && phase == 0 ? s8_end : s.k_end);
          ++step) {
       const int it = step - s.k_begin;
-      const bool s8_step = S8_LOOPS ? phase == 0 : S8 && p.fp8_s8 && (step + 1) * BN <= s.plen;
+      const bool s8_step = S8_LOOPS ? phase == 0 : S8 && (step + 1) * BN <= s.plen;
       if constexpr (PROD) {
         if constexpr (!F16)
           if (it == 0) {
@@ -932,7 +933,7 @@ struct VerifyWg {
         wg::fence_proxy_async();  // this thread's copies, visible to the tensor cores' operand reads
         __syncthreads();          // (W) every copy of the step; every warp done with the previous P and stage
         if constexpr (S8)
-          if (it == 0 && p.fp8_s8) {  // (braced: #607-D, above)
+          if (it == 0) {  // (braced: #607-D, above)
 #pragma unroll
             for (int h = 0; h < 2; ++h) qf[h] = q_fac[row_of[h]];
           }
