@@ -980,8 +980,14 @@ struct VerifyWg {
               wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_sw128(q8 + (KT8 + kb) * TILE + 32 * j, 16, 1024), kd, 1);
             }
         } else {
+#if defined(FV_DIAG_S_TILES)
+          // diagnostic (wrong scores; ab-build timing only): MLA 16-bit pools' S over FV_DIAG_S_TILES of the 9 tiles
+          constexpr int kSTiles = MLA && !KV8 ? FV_DIAG_S_TILES : KT;
+#else
+          constexpr int kSTiles = KT;
+#endif
 #pragma unroll
-          for (int kb = 0; kb < KT; ++kb)
+          for (int kb = 0; kb < kSTiles; ++kb)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
               wg::mma_m64n64k16_ss<M>(acc, wg::desc_sw128(q_base + kb * TILE + 32 * j, 16, 1024),
