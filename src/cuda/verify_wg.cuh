@@ -948,7 +948,12 @@ struct VerifyWg {
       auto copy_next = [&]() {
         if constexpr (!PROD && !RING) {
           const int next = step + ST - 1;
-          if (next < s.k_end) issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
+#if defined(FV_DIAG_NOREFILL)  // (diagnostic, wrong scores: no copies after the first ST steps; timing only)
+          if (next < s.k_end && next < s.k_begin + ST)
+#else
+          if (next < s.k_end)
+#endif
+            issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
           cp_async_commit();
           if (next + 1 < s.k_end) V::fetch_rows(p, s, next + 1, ri);
         }
