@@ -162,9 +162,9 @@ struct VerifyWg {
   // multiprocessor); with them the 8-byte copies that go through L1 ran 18-40% slower (v38 call 1: the smaller L1),
   // hence 16-byte rows only. Widening half of V in warpgroup 0 while its S runs measured slower (B=16 101.5).
   // S8E = false: the same kernel without S8 (launch_verify_wg_gqa takes it where p.fp8_s8 is off, so the S8 kernel's
-  // code never tests p.fp8_s8). At d256 the S8 kernel
-  // runs its e4m3 steps as a phase of their own (S8_LOOPS, run_segment): s8_step is then a compile-time constant in each
-  // phase and ptxas keeps the wgmmas pipelined. At d128 the same split costs more than it saves (spills, see there).
+  // code never tests p.fp8_s8). At d256 the S8 kernel runs its e4m3 steps as a phase of their own (S8_LOOPS,
+  // run_segment): s8_step is then a compile-time constant in each phase and ptxas keeps the wgmmas pipelined. At d128 the
+  // same split costs more than it saves (spills, see there).
   static constexpr bool S8 =
       S8E && KV8 && (HD == 128 || HD == 256) && !RG && ST == 2 && std::is_same<T, __nv_bfloat16>::value;
   static constexpr bool S8_LOOPS = S8 && HD == 256;
