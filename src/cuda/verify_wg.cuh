@@ -115,6 +115,14 @@ struct VerifyWg {
   // before the copies (EMPTY_B takes 7 and 8); EPI_ROW: staged rows 2 KB + 32 bytes apart, so that a warp's 8-byte
   // stores of 8 rows x 32 bytes fill two wavefronts without conflicts.
   static constexpr bool EPI_BULK = !(KV8 && MLA);
+  // WG1_COPIES (16-bit pools, 2 stages, MLA and GQA d128): warpgroup 1 issues every copy of a step's refill (its thread t
+  // also copies the rows of thread t - 128) and warpgroup 0 none, so none sits on warpgroup 0's chain between its S and
+  // its softmax (ncu, v42: those 18 copies a thread took ~18% of the MLA step at N=64 B=16, while warpgroup 1 spent ~37%
+  // of it waiting for P). H200, graph µs, against the even split (bench/NOTES.md v42): MLA Hq=16 N=64 B=16 2258-2264 vs
+  // 2339-2364, Hq=128 18255 vs 19167-19170, N=8 B=16 287.1 vs 305.2, N=8 B=16 P=16K 160.7-161.1 vs 169.4-169.5, N=64 b1
+  // 156.7-156.8 vs 164.8-165.2, N=8 b1 38.8-39.0 vs 39.9, GQA 8/1 d128 B=16 92.6-92.7 vs 93.7-94.7. Not at d256 (four
+  // tiles of K and four of V a row, one CTA a multiprocessor): 157.7-158.8 vs 154.1 there.
+  static constexpr bool WG1_COPIES = !KV8 && !PROD && !RG && ST == 2 && HD != 256;
   static constexpr int BAR_EPI = 9;
   static constexpr uint32_t EPI_ROW = DV * 4 + 32;
   // EMPTY and EMPTY_B (PROD): the producer warpgroups and the one compute warpgroup that releases that part
@@ -196,7 +204,12 @@ struct VerifyWg {
   // same chunks of the V rows into the stage's V tiles, KV head hk
   __device__ static void issue_rows(const VerifyParams& p, const Seg& s, int step, const RowIdx& ri, uint32_t k_base,
                                     int hk = 0) {
-    const int r0 = threadIdx.x / 8, c0 = threadIdx.x % 8;
+    issue_rows_of(threadIdx.x, p, s, step, ri, k_base, hk);
+  }
+  // (the same for the rows of thread `tid`)
+  __device__ static void issue_rows_of(unsigned tid, const VerifyParams& p, const Seg& s, int step, const RowIdx& ri,
+                                       uint32_t k_base, int hk) {
+    const int r0 = tid / 8, c0 = tid % 8;
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
       const int row = r0 + pass * 32;
@@ -257,6 +270,12 @@ struct VerifyWg {
         for (int c = 0; c < VT; ++c)
           cp_async_16(k_base + (KT + c) * TILE + wg::sw128_offset(row, c0), vsrc + (8 * c + c0) * 8, bytes);
     }
+  }
+
+  // V::fetch_rows for the rows of thread `tid`
+  __device__ static void fetch_rows_of(unsigned tid, const VerifyParams& p, const Seg& s, int step, RowIdx& ri) {
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) ri.raw[pass] = V::row_index(p, s, step * BN + tid / 8 + pass * 32);
   }
 
   // Q rows (the compute warps load them): thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (MLA: 18 of
@@ -809,6 +828,7 @@ struct VerifyWg {
     load_q(p, s, m_tile, q_base, hk);
     RowIdx ri;
     [[maybe_unused]] int64_t rri[2];  // RING: the thread's rows' slot indices, a step ahead of their copies
+    [[maybe_unused]] RowIdx ri0;  // WG1_COPIES: warpgroup 1's thread t also holds the slot indices of thread t - 128
     if constexpr (PROD) {
       cp_async_commit();  // Q (the producers copy the rows)
     } else if constexpr (RING) {
@@ -836,6 +856,8 @@ struct VerifyWg {
       }
       cp_async_commit();
       if (s.k_begin + 1 < s.k_end) V::fetch_rows(p, s, s.k_begin + 1, ri);
+      if constexpr (WG1_COPIES)
+        if (wgi == 1 && s.k_begin + 1 < s.k_end) fetch_rows_of(threadIdx.x - 128, p, s, s.k_begin + 1, ri0);
       if constexpr (S8)
         if (s.k_begin < s.k_end) {
           cp_async_wait<1>();  // Q
@@ -953,16 +975,31 @@ struct VerifyWg {
 #else
           if (next < s.k_end)
 #endif
-            issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
+            if constexpr (WG1_COPIES) {
+              if (wgi == 1) {
+                issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
+                issue_rows_of(threadIdx.x - 128, p, s, next, ri0, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER,
+                              hk);
+              }
+            } else {
+              issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
+            }
           cp_async_commit();
-          if (next + 1 < s.k_end) V::fetch_rows(p, s, next + 1, ri);
+          if constexpr (WG1_COPIES) {
+            if (wgi == 1 && next + 1 < s.k_end) {
+              V::fetch_rows(p, s, next + 1, ri);
+              fetch_rows_of(threadIdx.x - 128, p, s, next + 1, ri0);
+            }
+          } else if (next + 1 < s.k_end)
+            V::fetch_rows(p, s, next + 1, ri);
         }
       };
       // 16-bit pools: warpgroup 0 issues its copies after its S wgmmas, which would otherwise wait behind them (a
       // copy's issue waits on the SM's global-memory queue). Measured on the H200 (bench/NOTES.md v25, graph us,
       // against copies first): MLA Hq=16 N=64 B=16 2423 vs 2549, Hq=128 19438 vs 20540, N=8 B=16 310 vs 330, N=64 b1
-      // 167.4 vs 177.2, N=8 b1 38.9 vs 39.2. The fp8 kernels issue theirs first (MLA
-      // widens them during P V, widen_next; GQA's fp8 order with the copies after S has not been measured).
+      // 167.4 vs 177.2, N=8 b1 38.9 vs 39.2. WG1_COPIES (MLA, GQA d128): warpgroup 1 issues them all and warpgroup 0
+      // none (above). The fp8 kernels issue theirs first (MLA widens them during P V, widen_next; GQA's fp8 order with
+      // the copies after S has not been measured).
       constexpr bool kCopyAfterS = !KV8;
       if (!kCopyAfterS || wgi == 1) copy_next();
       const uint32_t k_base = base + OFF_K + (RING ? 0u : (unsigned(it) % ST) * OPER);
