@@ -272,6 +272,38 @@ struct VerifyWg {
     }
   }
 
+  // WG1_COPIES, a step of prefix rows only: this thread's four rows without a branch a row, every
+  // address before the first copy (the chunks issue_rows copies). Rows 0 and 3 are those of thread `tid_o` (slot
+  // indices ri_o), passes 0 and 1; rows 1 and 2 are this thread's, passes 0 and 1 (ri). MLA only: in GQA d128's
+  // two-CTA kernel (128 registers) it spilled 188 bytes instead of 124. H200, MLA, graph µs, against issue_rows for
+  // each of the four (bench/NOTES.md v42): Hq=16 N=64 B=16 2174-2209 vs 2227-2260, Hq=128 17491-17675 vs 18030-18079,
+  // N=8 B=16 278.4-278.8 vs 287.1-287.8, N=64 B=4 chain 527.5-527.8 vs 545.0-545.3, N=8 b1 38.2-38.5 vs 39.0-39.1.
+  // (Warpgroup 0 copying one row of the four after its S, the others here, took every row back to the even split's
+  // times.)
+  __device__ static void issue_prefix_rows(const VerifyParams& p, int step, const RowIdx& ri, const RowIdx& ri_o,
+                                           unsigned tid_o, uint32_t k_base) {
+    static_assert(MLA, "K rows only, one KV head");
+    const int c0 = threadIdx.x % 8;
+    const T* src[4];
+    uint32_t dst[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const bool own = q == 1 || q == 2;
+      const int pass = q >= 2;
+      const int row = (own ? threadIdx.x : tid_o) / 8 + pass * 32;
+      const int64_t raw = own ? ri.raw[pass] : ri_o.raw[pass];
+      const int pos = step * BN + row;
+      const int64_t slot = p.paged ? raw * p.page_size + pos % p.page_size : raw;
+      src[q] = static_cast<const T*>(p.k_pool) + slot * p.k_pool_stride_slot + 8 * c0;
+      dst[q] = k_base + wg::sw128_offset(row, c0);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+#pragma unroll
+      for (int c = 0; c < KT; ++c) cp_async_16(dst[q] + c * TILE, src[q] + 64 * c, 16);
+    }
+  }
+
   // V::fetch_rows for the rows of thread `tid`
   __device__ static void fetch_rows_of(unsigned tid, const VerifyParams& p, const Seg& s, int step, RowIdx& ri) {
 #pragma unroll
@@ -977,9 +1009,17 @@ struct VerifyWg {
 #endif
             if constexpr (WG1_COPIES) {
               if (wgi == 1) {
-                issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
-                issue_rows_of(threadIdx.x - 128, p, s, next, ri0, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER,
-                              hk);
+                bool prefix_step = false;  // MLA's prefix steps: issue_prefix_rows; the others row by row
+                if constexpr (MLA) prefix_step = (next + 1) * BN <= s.plen;
+                if constexpr (MLA)
+                  if (prefix_step)
+                    issue_prefix_rows(p, next, ri, ri0, threadIdx.x - 128,
+                                      base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER);
+                if (!prefix_step) {
+                  issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
+                  issue_rows_of(threadIdx.x - 128, p, s, next, ri0,
+                                base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
+                }
               }
             } else {
               issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
