@@ -96,10 +96,13 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
     {kGqa128Bm32S3, "gqa128_bm32_bn64_s3", 32, 64, 128, 128, 2, 2, 2, 2, 3, false, 2, true, 2, 2},
     // the Hopper MLA kernel (verify_wg.cuh: wgmma, sm_90a only; the MLA default on sm_90): the large tile's geometry,
     // its own shared-memory layout (verify_wg.cuh's SMEM; this entry's smem_bytes is the large tile's) and a request
-    // overhead of 3 steps: a segment's fixed costs (Q, first keys, partial store: ~9 us in the v12 trace) are ~3.7 of
-    // its 2.46 us steps. H200 env A/B (v16): MLA h16 N8 B16 16K 179.3 / 179.8 vs 181.3 / 181.3 us at 2 (4 and 6: 180.5,
-    // 180.9); b1, B4 16K and the other MLA cases unchanged
-    {kMlaWg, "mla576_wg_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 3, 3},
+    // overhead of 5 steps: a segment's fixed costs (plan, Q and first keys, last step, partial store: ~9.5 us in the v42
+    // trace of MLA h16 N8 B16 16K) are ~4.3 of its 2.23 us steps, and with 3 the two-segment partitions ended last
+    // (CTAs end 142-156 us, p50 147). H200 env A/B (v42, x2, direct / graph us, overhead 3 / 5 / 6): N8 B16 16K 159.3 /
+    // 158.2-158.5, 155.6-155.7 / 154.5-154.7, 154.9 / 154.3; 32K 280.4-280.9, 278.1-278.8, 277.7; N8 B4 16K 62.7-62.8 /
+    // 61.2-62.0, 59.2-60.1 / 58.9, 59.0-59.7 / 58.9; N8 b1 39.2 / 38.7-38.8, 39.0-39.2 / 38.4-38.8, 39.0-39.6 /
+    // 38.7-39.1; N64 B16 within noise (2167-2210 graph at each). Before v42's faster steps, 3 was best (v16, v26)
+    {kMlaWg, "mla576_wg_bm64_bn64_s2", 64, 64, 576, 512, 4, 2, 1, 8, 2, true, 1, true, 5, 3},
     // GQA d256 where the shared memory allows it (sm_90 / sm_100: 104 KB, two CTAs a multiprocessor): 32-key
     // steps, half as many per key as the 99 KB tile's 16-key steps, with as many bytes in flight a multiprocessor
     {kGqa256Bn32, "gqa256_bm64_bn32_s2", 64, 32, 256, 256, 4, 2, 4, 2, 2, false, 2, true, 1, 4},
