@@ -26,7 +26,8 @@
 //    64-key d256 mma.sync tile (kGqa256Bn64); 4 SW128 tiles each (a stage 64 KB, ~170 KB: one CTA a
 //    multiprocessor); S in 16 wgmmas; O 128 columns a warpgroup, 64 accumulators a thread.
 // Step order: wait for the step's copies, barrier W (every warp is done with the previous step's P and
-// stage), refill the other stage (WG 1; 16-bit pools: WG 0 once its S wgmmas are issued), S and softmax (WG 0) /
+// stage), refill the other stage (16-bit MLA and GQA d128: WG 1 alone, WG1_COPIES; d256: WG 1 half, WG 0 half once its
+// S wgmmas are issued; fp8 2-stage kernels: both halves right after W), S and softmax (WG 0) /
 // wait for P (WG 1), P V (both). Epilogue: each thread's two rows, normalised, into the output, or (a split
 // request) into its partial rows; with 16-bit pools those go through shared memory and one bulk copy a row
 // (EPI_BULK below).
