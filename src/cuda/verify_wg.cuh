@@ -1011,11 +1011,12 @@ struct VerifyWg {
             if constexpr (WG1_COPIES) {
               if (wgi == 1) {
                 bool prefix_step = false;  // MLA's prefix steps: issue_prefix_rows; the others row by row
-                if constexpr (MLA) prefix_step = (next + 1) * BN <= s.plen;
-                if constexpr (MLA)
+                if constexpr (MLA) {
+                  prefix_step = (next + 1) * BN <= s.plen;
                   if (prefix_step)
                     issue_prefix_rows(p, next, ri, ri0, threadIdx.x - 128,
                                       base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER);
+                }
                 if (!prefix_step) {
                   issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
                   issue_rows_of(threadIdx.x - 128, p, s, next, ri0,
