@@ -1008,24 +1008,25 @@ struct VerifyWg {
 #else
           if (next < s.k_end)
 #endif
+          {
+            const uint32_t dst = base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER;  // the previous step's stage
             if constexpr (WG1_COPIES) {
               if (wgi == 1) {
                 bool prefix_step = false;  // MLA's prefix steps: issue_prefix_rows; the others row by row
                 if constexpr (MLA) {
                   prefix_step = (next + 1) * BN <= s.plen;
                   if (prefix_step)
-                    issue_prefix_rows(p, next, ri, ri0, threadIdx.x - 128,
-                                      base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER);
+                    issue_prefix_rows(p, next, ri, ri0, threadIdx.x - 128, dst);
                 }
                 if (!prefix_step) {
-                  issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
-                  issue_rows_of(threadIdx.x - 128, p, s, next, ri0,
-                                base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
+                  issue_rows(p, s, next, ri, dst, hk);
+                  issue_rows_of(threadIdx.x - 128, p, s, next, ri0, dst, hk);
                 }
               }
             } else {
-              issue_rows(p, s, next, ri, base + OFF_K + ((unsigned(it) + ST - 1) % ST) * OPER, hk);
+              issue_rows(p, s, next, ri, dst, hk);
             }
+          }
           cp_async_commit();
           if constexpr (WG1_COPIES) {
             if (wgi == 1 && next + 1 < s.k_end) {
@@ -1053,15 +1054,18 @@ struct VerifyWg {
         float acc[32];
         wg::zero_operands(acc);
         wg::fence();
+        // (the descriptors of the tiles' first chunks; desc_plus offsets them)
+        [[maybe_unused]] const uint64_t qd0 = wg::desc_sw128(q_base, 16, 1024);
+        const uint64_t kd0 = wg::desc_sw128(k_base, 16, 1024);
         if (s8_step) {
-          const uint32_t q8 = base + OFF_Q8;
+          const uint64_t q8d = wg::desc_sw128(base + OFF_Q8, 16, 1024);
 #pragma unroll
           for (int kb = 0; kb < KT8; ++kb)
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-              const uint64_t kd = wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024);
-              wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_sw128(q8 + kb * TILE + 32 * j, 16, 1024), kd, kb + j > 0);
-              wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_sw128(q8 + (KT8 + kb) * TILE + 32 * j, 16, 1024), kd, 1);
+              const uint64_t kd = wg::desc_plus(kd0, kb * TILE + 32 * j);
+              wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_plus(q8d, kb * TILE + 32 * j), kd, kb + j > 0);
+              wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_plus(q8d, (KT8 + kb) * TILE + 32 * j), kd, 1);
             }
         } else {
 #if defined(FV_DIAG_S_TILES)
@@ -1074,8 +1078,8 @@ struct VerifyWg {
           for (int kb = 0; kb < kSTiles; ++kb)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-              wg::mma_m64n64k16_ss<M>(acc, wg::desc_sw128(q_base + kb * TILE + 32 * j, 16, 1024),
-                                      wg::desc_sw128(k_base + kb * TILE + 32 * j, 16, 1024), kb + j > 0);
+              wg::mma_m64n64k16_ss<M>(acc, wg::desc_plus(qd0, kb * TILE + 32 * j),
+                                      wg::desc_plus(kd0, kb * TILE + 32 * j), kb + j > 0);
         }
         wg::commit();
         if (kCopyAfterS) copy_next();
@@ -1173,11 +1177,12 @@ struct VerifyWg {
           if constexpr (RING)
             if (more) ring_prepare<0>(p, s, it + 1, rri, base, hk);
         };
+        const uint64_t vd0 = wg::desc_sw128(RING ? v_base : k_base, TILE, 1024);
         pv(
             s, step, it, smem, o, alpha[0], alpha[1],
             [&](int nb, int kk) {
-              const uint32_t vt = RING ? v_base + nb * TILE : k_base + (VT0 + nb) * TILE;
-              wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_sw128(vt + 2048 * kk, TILE, 1024));
+              const uint32_t off = (RING ? 0u : VT0 * TILE) + nb * TILE + 2048 * kk;
+              wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_plus(vd0, off));
             },
             during);
         if constexpr (PROD)
@@ -1193,10 +1198,10 @@ struct VerifyWg {
         }
         named_sync(BAR_P);  // warpgroup 0 wrote P and the rescale factors
         // ---- O[:, DV/2:DV] = O * alpha + P V (P from the P tile)
+        const uint64_t pd0 = wg::desc_sw128(p_base, 16, 1024), vd0 = wg::desc_sw128(RING ? v_base : k_base, TILE, 1024);
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
-          const uint32_t vt = RING ? v_base + (NB + nb) * TILE : k_base + (VT0 + NB + nb) * TILE;
-          wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_sw128(p_base + 32 * kk, 16, 1024),
-                                     wg::desc_sw128(vt + 2048 * kk, TILE, 1024));
+          const uint32_t off = (RING ? 0u : VT0 * TILE) + (NB + nb) * TILE + 2048 * kk;
+          wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_plus(pd0, 32 * kk), wg::desc_plus(vd0, off));
         });
         if constexpr (PROD) {
           if (step + 1 < s.k_end) named_arrive(BAR_PFREE);

@@ -53,6 +53,14 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_byte_addr, uint32_t
   return d;
 }
 
+// The descriptor `byte_off` bytes (a multiple of 16) after descriptor d's start address: one 32-bit add on its low
+// word. The 14-bit address field cannot carry into the reserved bits 14-15 above it: shared-memory byte addresses are
+// below 2^18 (sm_90's 228 KB). desc_sw128(a + off, l, s) == desc_plus(desc_sw128(a, l, s), off) for a + off < 2^18.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t d, uint32_t byte_off) {
+  const uint32_t lo = static_cast<uint32_t>(d) + (byte_off >> 4), hi = static_cast<uint32_t>(d >> 32);
+  return (uint64_t(hi) << 32) | lo;
+}
+
 // Shared-memory writes by ordinary stores become visible to wgmma's operand reads (the async proxy) only
 // after this fence (cp.async writes too, once waited for)
 __device__ __forceinline__ void fence_proxy_async() {
