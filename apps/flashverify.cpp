@@ -4,11 +4,13 @@
 //   flashverify check [--cases N] [--seed S]
 //                                          random problems, every implementation against the float64 oracle
 //   flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] [--no-naive]
-//                     [--only "A|B$"] [--check-indices] [--no-flush]
+//                     [--only "A|B$"] [--check-indices] [--no-flush] [--flush-read]
 //                                          medians with L2 flushed; µs, GB/s, TFLOP/s, % of the ceilings;
 //                                          --only: cases whose name contains A or ends with B; --no-flush (or
 //                                          FV_BENCH_NO_FLUSH=1): L2 kept between runs (code and data stay warm:
-//                                          latency studies only)
+//                                          latency studies only); --flush-read (or FV_BENCH_FLUSH=read): L2
+//                                          flushed by reading 512 MB (clean lines) instead of the default memset
+//                                          (dirty lines, written back during the timed call: l2flush.cu)
 //   flashverify soak [--seconds S] [--seed S] [--report FILE]
 //                                          random calls under CUDA-graph replay against the naive kernel
 #include <cuda_runtime.h>
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "flashverify/flashverify.h"
+#include "l2flush.h"
 #include "soak.h"
 #include "testkit.h"
 
@@ -48,6 +51,7 @@ struct Options {
   bool graph = false;
   bool naive = true;
   bool flush = true;  // bench: flush L2 before each timed run
+  bool flush_read = false;  // bench: ... by reading a buffer instead of a memset (--flush-read)
   std::string only;
   bool check_indices = false;  // bench: also time the index-checking mode
   double seconds = 600;        // soak
@@ -100,6 +104,7 @@ bool parse(int argc, char** argv, int first, Options* o) {
     else if (a == "--graph") o->graph = true;
     else if (a == "--no-naive") o->naive = false;
     else if (a == "--no-flush") o->flush = false;
+    else if (a == "--flush-read") o->flush_read = true;
     else if (a == "--check-indices") o->check_indices = true;
     else if (a == "--report") { const char* v = next(); if (!v) return false; o->report = v; }
     else {
@@ -115,7 +120,7 @@ void usage() {
                "usage: flashverify info\n"
                "       flashverify check [--cases N] [--seed S]\n"
                "       flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] "
-               "[--no-naive] [--only \"A|B$\"] [--check-indices] [--no-flush]\n"
+               "[--no-naive] [--only \"A|B$\"] [--check-indices] [--no-flush] [--flush-read]\n"
                "       flashverify soak [--seconds S] [--seed S] [--report FILE]\n");
 }
 
@@ -447,8 +452,17 @@ double measure_copy_gbps() {
   return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e9;
 }
 
-// Median time of `launch` in microseconds; L2 flushed (a 512 MB memset) before each timed launch unless flush_bytes
-// is 0.
+// The bench's L2 flush: a memset of the buffer (default) or a read of it (l2flush.cu; its sink a word after the buffer)
+bool g_flush_read = false;
+void do_l2_flush(void* flush, size_t flush_bytes, int i, cudaStream_t s) {
+  if (g_flush_read)
+    l2_read_flush(flush, flush_bytes, reinterpret_cast<unsigned*>(static_cast<char*>(flush) + flush_bytes), s);
+  else
+    cudaMemsetAsync(flush, i & 0xff, flush_bytes, s);
+}
+
+// Median time of `launch` in microseconds; L2 flushed (a 512 MB memset, or read: --flush-read) before each timed
+// launch unless flush_bytes is 0.
 double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters, void* flush, size_t flush_bytes,
                       cudaStream_t s) {
   cudaEvent_t e0, e1;
@@ -457,7 +471,7 @@ double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters
   for (int i = 0; i < 3; ++i) launch(s);  // warm-up: module load, attribute setup
   std::vector<float> t;
   for (int i = 0; i < iters; ++i) {
-    if (flush_bytes > 0) cudaMemsetAsync(flush, i & 0xff, flush_bytes, s);
+    if (flush_bytes > 0) do_l2_flush(flush, flush_bytes, i, s);
     cudaEventRecord(e0, s);
     launch(s);
     cudaEventRecord(e1, s);
@@ -489,12 +503,19 @@ int cmd_bench(const Options& o) {
   // FV_BENCH_NO_FLUSH=1 as --no-flush (for scripts/device-check's ab-env, which varies the environment)
   const char* no_flush_env = std::getenv("FV_BENCH_NO_FLUSH");
   const bool flush_l2 = o.flush && !(no_flush_env != nullptr && std::strcmp(no_flush_env, "1") == 0);
+  const char* flush_env = std::getenv("FV_BENCH_FLUSH");
+  g_flush_read = o.flush_read || (flush_env != nullptr && std::strcmp(flush_env, "read") == 0);
   std::printf("timing: median of %d runs, CUDA events, %s%s\n", o.iters,
-              flush_l2 ? "L2 flushed before each run" : "L2 NOT flushed (--no-flush: code and data warm)",
+              !flush_l2 ? "L2 NOT flushed (--no-flush: code and data warm)"
+              : g_flush_read ? "L2 flushed before each run by reading 512 MB (--flush-read: clean lines)"
+                             : "L2 flushed before each run (a 512 MB memset)",
               o.graph ? "; also replayed from a CUDA graph" : "");
   const size_t flush_bytes = flush_l2 ? size_t(512) << 20 : 0;
   void* flush = nullptr;
-  if (flush_bytes > 0) cudaMalloc(&flush, flush_bytes);
+  if (flush_bytes > 0) {
+    cudaMalloc(&flush, flush_bytes + 256);  // (+ the read flush's sink word)
+    cudaMemset(flush, 0, flush_bytes + 256);
+  }
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
 
