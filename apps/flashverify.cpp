@@ -452,18 +452,23 @@ double measure_copy_gbps() {
   return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e9;
 }
 
-// The bench's L2 flush: a memset of the buffer (default) or a read of it (l2flush.cu; its sink a word after the buffer)
-bool g_flush_read = false;
-void do_l2_flush(void* flush, size_t flush_bytes, int i, cudaStream_t s) {
-  if (g_flush_read)
-    l2_read_flush(flush, flush_bytes, reinterpret_cast<unsigned*>(static_cast<char*>(flush) + flush_bytes), s);
-  else
-    cudaMemsetAsync(flush, i & 0xff, flush_bytes, s);
-}
+// The bench's L2 flush before each timed run: `bytes` (0: none) of `buf` memset (default) or read (--flush-read:
+// l2flush.cu, whose sink is the word after the buffer)
+struct L2Flush {
+  void* buf = nullptr;
+  size_t bytes = 0;
+  bool read = false;
+  void run(int i, cudaStream_t s) const {
+    if (bytes == 0) return;
+    if (read)
+      l2_read_flush(buf, bytes, reinterpret_cast<unsigned*>(static_cast<char*>(buf) + bytes), s);
+    else
+      cudaMemsetAsync(buf, i & 0xff, bytes, s);
+  }
+};
 
-// Median time of `launch` in microseconds; L2 flushed (a 512 MB memset, or read: --flush-read) before each timed
-// launch unless flush_bytes is 0.
-double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters, void* flush, size_t flush_bytes,
+// Median time of `launch` in microseconds, `flush` run before each timed launch
+double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters, const L2Flush& flush,
                       cudaStream_t s) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
@@ -471,7 +476,7 @@ double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters
   for (int i = 0; i < 3; ++i) launch(s);  // warm-up: module load, attribute setup
   std::vector<float> t;
   for (int i = 0; i < iters; ++i) {
-    if (flush_bytes > 0) do_l2_flush(flush, flush_bytes, i, s);
+    flush.run(i, s);
     cudaEventRecord(e0, s);
     launch(s);
     cudaEventRecord(e1, s);
@@ -504,17 +509,17 @@ int cmd_bench(const Options& o) {
   const char* no_flush_env = std::getenv("FV_BENCH_NO_FLUSH");
   const bool flush_l2 = o.flush && !(no_flush_env != nullptr && std::strcmp(no_flush_env, "1") == 0);
   const char* flush_env = std::getenv("FV_BENCH_FLUSH");
-  g_flush_read = o.flush_read || (flush_env != nullptr && std::strcmp(flush_env, "read") == 0);
+  L2Flush flush;
+  flush.read = o.flush_read || (flush_env != nullptr && std::strcmp(flush_env, "read") == 0);
   std::printf("timing: median of %d runs, CUDA events, %s%s\n", o.iters,
               !flush_l2 ? "L2 NOT flushed (--no-flush: code and data warm)"
-              : g_flush_read ? "L2 flushed before each run by reading 512 MB (--flush-read: clean lines)"
-                             : "L2 flushed before each run (a 512 MB memset)",
+              : flush.read ? "L2 flushed before each run by reading 512 MB (--flush-read: clean lines)"
+                           : "L2 flushed before each run (a 512 MB memset)",
               o.graph ? "; also replayed from a CUDA graph" : "");
-  const size_t flush_bytes = flush_l2 ? size_t(512) << 20 : 0;
-  void* flush = nullptr;
-  if (flush_bytes > 0) {
-    cudaMalloc(&flush, flush_bytes + 256);  // (+ the read flush's sink word)
-    cudaMemset(flush, 0, flush_bytes + 256);
+  flush.bytes = flush_l2 ? size_t(512) << 20 : 0;
+  if (flush.bytes > 0) {
+    cudaMalloc(&flush.buf, flush.bytes + 256);  // (+ the read flush's sink word)
+    if (flush.read) cudaMemset(flush.buf, 0, flush.bytes + 256);  // the read flush's buffer is zeroed once
   }
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -625,7 +630,7 @@ int cmd_bench(const Options& o) {
                                                        : ("gqa-d" + std::to_string(bc.spec.dqk)).c_str());
       r.config = cfg;
     }
-    r.us = time_median_us([&](cudaStream_t st2) { fast.run(st2); }, o.iters, flush, flush_bytes, s);
+    r.us = time_median_us([&](cudaStream_t st2) { fast.run(st2); }, o.iters, flush, s);
     if (o.graph) {
       cudaGraph_t g;
       cudaGraphExec_t ge;
@@ -633,7 +638,7 @@ int cmd_bench(const Options& o) {
       fast.run(s);
       cudaStreamEndCapture(s, &g);
       cudaGraphInstantiate(&ge, g, 0);
-      r.graph_us = time_median_us([&](cudaStream_t st2) { cudaGraphLaunch(ge, st2); }, o.iters, flush, flush_bytes, s);
+      r.graph_us = time_median_us([&](cudaStream_t st2) { cudaGraphLaunch(ge, st2); }, o.iters, flush, s);
       cudaGraphExecDestroy(ge);
       cudaGraphDestroy(g);
     }
@@ -641,13 +646,12 @@ int cmd_bench(const Options& o) {
       fv_args checked = fast.args();
       checked.problem.flags |= FV_FLAG_CHECK_INDICES;
       r.check_mode_us = time_median_us(
-          [&](cudaStream_t st2) { fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2); }, o.iters, flush,
-          flush_bytes, s);
+          [&](cudaStream_t st2) { fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2); }, o.iters, flush, s);
       std::printf("check-indices: %s: %.1f us with FV_FLAG_CHECK_INDICES vs %.1f us without (+%.1f us)\n",
                   bc.name.c_str(), r.check_mode_us, r.us, r.check_mode_us - r.us);
     }
     if (naive && o.naive) r.naive_us = time_median_us([&](cudaStream_t st2) { naive->run(st2); }, std::max(3, o.iters / 5),
-                                                      flush, flush_bytes, s);
+                                                      flush, s);
     r.gbs = hp.kv_bytes / (r.us * 1e-6) / 1e9;
     r.tflops = hp.flops / (r.us * 1e-6) / 1e12;
     rows.push_back(r);
@@ -701,7 +705,7 @@ int cmd_bench(const Options& o) {
     // 256K on the H200 (clocks under sustained load), which would flatter the spread
     std::printf(": %s\n", 1 - lo / hi <= 0.15 ? "within 15%" : "not within 15%");
   }
-  cudaFree(flush);
+  cudaFree(flush.buf);
   cudaStreamDestroy(s);
   return 0;
 }
