@@ -170,6 +170,33 @@ __device__ __forceinline__ void mma_m64n64k16_rs_tb(float (&d)[32], const uint32
 #endif
 }
 
+// d += A (64 x 16 from registers, as mma_m64n64k16_rs_tb's) * B (16 x 64: 64 K-major rows of 16 from shared memory,
+// as mma_m64n64k16_ss's B). accumulate = 0 overwrites d. (The MLA kernel's S over the Q tiles warpgroup 0 holds in
+// registers: verify_wg.cuh, QREG.)
+template <class T>
+__device__ __forceinline__ void mma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FV_WG_D32_LIST
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : FV_WG_D32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FV_WG_D32_LIST
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : FV_WG_D32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  }
+#else
+  (void)d, (void)a, (void)desc_b, (void)accumulate;
+  FV_WG_UNAVAILABLE();
+#endif
+}
+
 // d += A (64 x 16, K-major SW128 from shared memory) * B (16 x 64, MN-major SW128: transposed); always
 // accumulates
 template <class T>
@@ -209,6 +236,56 @@ __device__ __forceinline__ void mma_m64n64k32_e4m3_ss(float (&d)[32], uint64_t d
   FV_WG_UNAVAILABLE();
 #endif
 }
+
+// m64n256k16 forms of the two P V products above (the MLA kernel's P V over a warpgroup's four 64-column tiles in one
+// instruction: verify_wg.cuh, PV256): d is the four m64n64 accumulator tiles in column order (n256's accumulator j
+// = 8 nb + j' is tile nb's j'), B the four MN-major SW128 tiles LBO bytes apart (desc_sw128's lbo: the tile size).
+#define FV_WG_D128 "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[0][4]), "+f"(d[0][5]), "+f"(d[0][6]), "+f"(d[0][7]), "+f"(d[0][8]), "+f"(d[0][9]), "+f"(d[0][10]), "+f"(d[0][11]), "+f"(d[0][12]), "+f"(d[0][13]), "+f"(d[0][14]), "+f"(d[0][15]), "+f"(d[0][16]), "+f"(d[0][17]), "+f"(d[0][18]), "+f"(d[0][19]), "+f"(d[0][20]), "+f"(d[0][21]), "+f"(d[0][22]), "+f"(d[0][23]), "+f"(d[0][24]), "+f"(d[0][25]), "+f"(d[0][26]), "+f"(d[0][27]), "+f"(d[0][28]), "+f"(d[0][29]), "+f"(d[0][30]), "+f"(d[0][31]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[1][4]), "+f"(d[1][5]), "+f"(d[1][6]), "+f"(d[1][7]), "+f"(d[1][8]), "+f"(d[1][9]), "+f"(d[1][10]), "+f"(d[1][11]), "+f"(d[1][12]), "+f"(d[1][13]), "+f"(d[1][14]), "+f"(d[1][15]), "+f"(d[1][16]), "+f"(d[1][17]), "+f"(d[1][18]), "+f"(d[1][19]), "+f"(d[1][20]), "+f"(d[1][21]), "+f"(d[1][22]), "+f"(d[1][23]), "+f"(d[1][24]), "+f"(d[1][25]), "+f"(d[1][26]), "+f"(d[1][27]), "+f"(d[1][28]), "+f"(d[1][29]), "+f"(d[1][30]), "+f"(d[1][31]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[2][4]), "+f"(d[2][5]), "+f"(d[2][6]), "+f"(d[2][7]), "+f"(d[2][8]), "+f"(d[2][9]), "+f"(d[2][10]), "+f"(d[2][11]), "+f"(d[2][12]), "+f"(d[2][13]), "+f"(d[2][14]), "+f"(d[2][15]), "+f"(d[2][16]), "+f"(d[2][17]), "+f"(d[2][18]), "+f"(d[2][19]), "+f"(d[2][20]), "+f"(d[2][21]), "+f"(d[2][22]), "+f"(d[2][23]), "+f"(d[2][24]), "+f"(d[2][25]), "+f"(d[2][26]), "+f"(d[2][27]), "+f"(d[2][28]), "+f"(d[2][29]), "+f"(d[2][30]), "+f"(d[2][31]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[3][4]), "+f"(d[3][5]), "+f"(d[3][6]), "+f"(d[3][7]), "+f"(d[3][8]), "+f"(d[3][9]), "+f"(d[3][10]), "+f"(d[3][11]), "+f"(d[3][12]), "+f"(d[3][13]), "+f"(d[3][14]), "+f"(d[3][15]), "+f"(d[3][16]), "+f"(d[3][17]), "+f"(d[3][18]), "+f"(d[3][19]), "+f"(d[3][20]), "+f"(d[3][21]), "+f"(d[3][22]), "+f"(d[3][23]), "+f"(d[3][24]), "+f"(d[3][25]), "+f"(d[3][26]), "+f"(d[3][27]), "+f"(d[3][28]), "+f"(d[3][29]), "+f"(d[3][30]), "+f"(d[3][31])
+#define FV_WG_D128_LIST "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+template <class T>
+__device__ __forceinline__ void mma_m64n256k16_rs_tb(float (&d)[4][32], const uint32_t (&a)[4], uint64_t desc_b) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FV_WG_D128_LIST
+                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : FV_WG_D128
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FV_WG_D128_LIST
+                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+                 : FV_WG_D128
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+#else
+  (void)d, (void)a, (void)desc_b;
+  FV_WG_UNAVAILABLE();
+#endif
+}
+template <class T>
+__device__ __forceinline__ void mma_m64n256k16_ss_tb(float (&d)[4][32], uint64_t desc_a, uint64_t desc_b) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FV_WG_D128_LIST
+                 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : FV_WG_D128
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FV_WG_D128_LIST
+                 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : FV_WG_D128
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+  }
+#else
+  (void)d, (void)desc_a, (void)desc_b;
+  FV_WG_UNAVAILABLE();
+#endif
+}
+#undef FV_WG_D128
+#undef FV_WG_D128_LIST
 
 #undef FV_WG_D32
 #undef FV_WG_D32_LIST

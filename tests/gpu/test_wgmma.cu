@@ -3,6 +3,8 @@
 // the first 512 columns of the K rows read transposed), against float64 products of the same rounded inputs.
 // The MN-major descriptor is probed with both readings of its two byte offsets; the test requires the one
 // wgmma.cuh documents and reports the other, so a wrong guess shows which one is right in a single run.
+// O is also computed 256 columns at a time (m64n256k16, P from registers and from an SW128 P tile in shared
+// memory: the MLA kernel's PV256), where the LBO between 64-column V tiles is used.
 // Built for sm_90a only (fv_wgmma_tests); skipped on other GPUs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -46,10 +48,11 @@ __device__ __forceinline__ float hi(uint32_t w) {
 // in row-major fp32; *has_wgmma = whether this build carries the instructions.
 template <class T>
 __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float* s_out, float* p_out, float* o_out,
-                                                  uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
+                                                  float* o256_out, uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t* qs = smem;
   uint8_t* ks = smem + kOperandBytes;
+  uint8_t* ps = smem + 2 * kOperandBytes;  // P (64 x 64) as an SW128 tile
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
   // 1: built with wgmma; -1: the dynamic shared memory is not 1024-byte aligned (SW128 needs it)
   if (tid == 0) *has_wgmma = (saddr(smem) & 1023u) != 0 ? -1 : FV_HAS_WGMMA;
@@ -92,7 +95,11 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
       p_out[row * kKeys + col] = lo<T>(w);
       p_out[row * kKeys + col + 1] = hi<T>(w);
       a[j / 2][(j % 2) * 2 + h] = w;  // n-tile 2kk: a0 (row g), a1 (row g + 8); 2kk + 1: a2, a3
+      // keys 8 j + 2 t4 are bytes 4 t4 of chunk j of the row
+      *reinterpret_cast<uint32_t*>(ps + fv::wg::sw128_offset(row, j) + 4 * t4) = w;
     }
+  fv::wg::fence_proxy_async();
+  __syncthreads();
 
   // O = P V, 64 columns at a time: V's tile nb holds d 64 nb .. 64 nb + 63 of every key row
   for (int nb = 0; nb < kDv / 64; ++nb) {
@@ -115,13 +122,43 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
         o_out[row * kDv + col] = o[4 * j + e];
       }
   }
+
+  // O = P V, 256 columns at a time (V tiles 4 h .. 4 h + 3, mn_lbo apart): P from registers (form 0) and from the P
+  // tile (form 1), into o256_out[form]
+  for (int form = 0; form < 2; ++form)
+    for (int h = 0; h < 2; ++h) {
+      float o4[4][32];
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb) fv::wg::zero_operands(o4[nb]);
+      fv::wg::fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint64_t db = fv::wg::desc_sw128(saddr(ks) + 4 * h * kTileBytes + kk * 2048, mn_lbo, mn_sbo);
+        if (form == 0) fv::wg::mma_m64n256k16_rs_tb<T>(o4, a[kk], db);
+        else fv::wg::mma_m64n256k16_ss_tb<T>(o4, fv::wg::desc_sw128(saddr(ps) + 32 * kk, 16, 1024), db);
+      }
+      fv::wg::commit();
+      fv::wg::wait<0>();
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb) fv::wg::fence_operands(o4[nb]);
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = 16 * warp + g + 8 * (e / 2), col = (4 * h + nb) * 64 + 8 * j + 2 * t4 + (e % 2);
+            o256_out[form * kRows * kDv + row * kDv + col] = o4[nb][4 * j + e];
+          }
+    }
 #else
-  (void)q, (void)k, (void)qs, (void)ks, (void)s_out, (void)p_out, (void)o_out, (void)mn_lbo, (void)mn_sbo, (void)g, (void)t4, (void)warp;
+  (void)q, (void)k, (void)qs, (void)ks, (void)ps, (void)s_out, (void)p_out, (void)o_out, (void)o256_out, (void)mn_lbo,
+      (void)mn_sbo, (void)g, (void)t4, (void)warp;
 #endif
 }
 
 struct Errors {
-  double s_rel = 0, o_rel = 0;
+  double s_rel = 0, o_rel = 0, o256_rs_rel = 0, o256_ss_rel = 0;
 };
 
 template <class T>
@@ -137,30 +174,33 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   for (size_t i = 0; i < k.size(); ++i) kf[i] = fvt::bits_to_float(reinterpret_cast<const uint16_t&>(k[i]), dtype);
 
   T *dq, *dk;
-  float *ds, *dp, *dout;
+  float *ds, *dp, *dout, *dout256;
   int* dflag;
   cudaMalloc(&dq, q.size() * sizeof(T));
   cudaMalloc(&dk, k.size() * sizeof(T));
   cudaMalloc(&ds, kRows * kKeys * 4);
   cudaMalloc(&dp, kRows * kKeys * 4);
   cudaMalloc(&dout, kRows * kDv * 4);
+  cudaMalloc(&dout256, 2 * kRows * kDv * 4);
   cudaMalloc(&dflag, 4);
   cudaMemcpy(dq, q.data(), q.size() * sizeof(T), cudaMemcpyHostToDevice);
   cudaMemcpy(dk, k.data(), k.size() * sizeof(T), cudaMemcpyHostToDevice);
   cudaMemset(ds, 0xff, kRows * kKeys * 4);  // NaN poison
   cudaMemset(dout, 0xff, kRows * kDv * 4);
+  cudaMemset(dout256, 0xff, 2 * kRows * kDv * 4);
   cudaMemset(dflag, 0, 4);
-  const int smem = 2 * kOperandBytes;
+  const int smem = 2 * kOperandBytes + kTileBytes;
   EXPECT_EQ(cudaFuncSetAttribute(wgmma_tile<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), cudaSuccess);
-  wgmma_tile<T><<<1, 128, smem>>>(dq, dk, ds, dp, dout, mn_lbo, mn_sbo, dflag);
+  wgmma_tile<T><<<1, 128, smem>>>(dq, dk, ds, dp, dout, dout256, mn_lbo, mn_sbo, dflag);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError());
-  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * kDv);
+  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * kDv), o256(2 * kRows * kDv);
   int flag = 0;
   cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(p.data(), dp, p.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(o.data(), dout, o.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o256.data(), dout256, o256.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(&flag, dflag, 4, cudaMemcpyDeviceToHost);
-  cudaFree(dq), cudaFree(dk), cudaFree(ds), cudaFree(dp), cudaFree(dout), cudaFree(dflag);
+  cudaFree(dq), cudaFree(dk), cudaFree(ds), cudaFree(dp), cudaFree(dout), cudaFree(dout256), cudaFree(dflag);
   *has_wgmma = flag;
 
   // relative L2 error of got (rows x cols) against ref(i, j) in float64; a non-finite element counts 1e30
@@ -180,11 +220,15 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
     for (int d = 0; d < kDqk; ++d) r += double(qf[i * kDqk + d]) * kf[j * kDqk + d];
     return r;
   });
-  err.o_rel = rel_l2(kRows, kDv, o, [&](int i, int n) {
+  auto o_ref = [&](int i, int n) {
     double r = 0;
     for (int j = 0; j < kKeys; ++j) r += double(p[i * kKeys + j]) * kf[j * kDqk + n];
     return r;
-  });
+  };
+  err.o_rel = rel_l2(kRows, kDv, o, o_ref);
+  const std::vector<float> o_rs(o256.begin(), o256.begin() + kRows * kDv), o_ss(o256.begin() + kRows * kDv, o256.end());
+  err.o256_rs_rel = rel_l2(kRows, kDv, o_rs, o_ref);
+  err.o256_ss_rel = rel_l2(kRows, kDv, o_ss, o_ref);
   return err;
 }
 
@@ -200,7 +244,7 @@ template <class T>
 void check_tile(const char* name) {
   // fp32 accumulation of 576 (S) and 64 (O) products of 16-bit values: relative L2 errors near 1e-6 (the
   // tensor cores' sums truncate); 1e-4 fails any layout error (those are O(1)). With N = 64 the MN-major
-  // descriptor's LBO is never used: the probe tells the SBO readings apart.
+  // descriptor's LBO is never used: the probe tells the SBO readings apart; the m64n256k16 products use it.
   constexpr double kTol = 1e-4;
   int has = 0;
   const Errors doc = run_tile<T>(64 * 128, 1024, &has);  // wgmma.cuh: LBO = next 64-column tile, SBO = next 8 keys
@@ -212,6 +256,10 @@ void check_tile(const char* name) {
   EXPECT_LE(doc.s_rel, kTol) << "S = Q K^T from K-major SW128 tiles (SBO 1024) is wrong";
   EXPECT_LE(doc.o_rel, kTol) << "O = P V with the documented MN-major offsets is wrong"
                              << (alt.o_rel <= kTol ? "; the swapped offsets (LBO 1024, SBO 8192) are right" : "");
+  std::printf("[ wgmma %s ] m64n256k16 O rel L2: P from registers %.2e, from shared memory %.2e (documented offsets); "
+              "%.2e / %.2e (swapped)\n", name, doc.o256_rs_rel, doc.o256_ss_rel, alt.o256_rs_rel, alt.o256_ss_rel);
+  EXPECT_LE(doc.o256_rs_rel, kTol) << "m64n256k16 O = P V (P from registers) with the documented offsets is wrong";
+  EXPECT_LE(doc.o256_ss_rel, kTol) << "m64n256k16 O = P V (P from an SW128 tile) with the documented offsets is wrong";
 }
 
 TEST(Wgmma, MlaTileProductsMatchFloat64) {
