@@ -135,13 +135,14 @@ struct VerifyWg {
   static constexpr int QREG = 0;
 #endif
   static_assert(QREG >= 0 && QREG <= DQK / 64, "Q tiles in registers");
-  // PV256 (16-bit MLA pools; experiment, FV_MLA_PV256 at build time): each warpgroup's P V as four m64n256k16 wgmmas (one
-  // a k16 key step over its four 64-column O tiles, the V tiles LBO = TILE apart) instead of sixteen m64n64k16: warpgroup
-  // 1 then reads its P tile once a key step instead of four times (32 -> 8 KB of shared memory a step)
-#if defined(FV_MLA_PV256)
-  static constexpr bool PV256 = MLA && !KV8 && !PROD;
-#else
+  // PV256 (16-bit MLA pools; -DFV_MLA_NO_PV256 at build time turns it off): each warpgroup's P V as four m64n256k16
+  // wgmmas (one a k16 key step over its four 64-column O tiles, the V tiles LBO = TILE apart) instead of sixteen
+  // m64n64k16: warpgroup 1 then reads its P tile once a key step instead of four times (32 -> 8 KB of shared memory a
+  // step). Measured: bench/NOTES.md v45
+#if defined(FV_MLA_NO_PV256)
   static constexpr bool PV256 = false;
+#else
+  static constexpr bool PV256 = MLA && !KV8 && !PROD;
 #endif
   static constexpr int BAR_EPI = 9;
   static constexpr uint32_t EPI_ROW = DV * 4 + 32;
