@@ -124,21 +124,13 @@ struct VerifyWg {
   // 156.7-156.8 vs 164.8-165.2, N=8 b1 38.8-39.0 vs 39.9, GQA 8/1 d128 B=16 92.6-92.7 vs 93.7-94.7. Not at d256 (four
   // tiles of K and four of V a row, one CTA a multiprocessor): 157.7-158.8 vs 154.1 there.
   static constexpr bool WG1_COPIES = !KV8 && !PROD && !RG && ST == 2 && HD != 256;
-  // QREG (16-bit MLA pools; experiment, FV_MLA_QREG=n at build time, default 0): warpgroup 0 keeps Q's first QREG
-  // SW128 tiles in registers (16 a tile: the A fragments of its four k16 slices, loaded once a segment with ldmatrix
-  // after the first W) and runs those slices of S with A from registers, so that S reads 16 KB a tile less of shared
-  // memory a step (S's wgmmas with both operands in shared memory read 128 bytes a tensor cycle, all of the SM's
-  // shared-memory bandwidth, beside the copies landing)
-#if defined(FV_MLA_QREG)
-  static constexpr int QREG = MLA && !KV8 && !PROD ? FV_MLA_QREG : 0;
-#else
-  static constexpr int QREG = 0;
-#endif
-  static_assert(QREG >= 0 && QREG <= DQK / 64, "Q tiles in registers");
   // PV256 (16-bit MLA pools; -DFV_MLA_NO_PV256 at build time turns it off): each warpgroup's P V as four m64n256k16
   // wgmmas (one a k16 key step over its four 64-column O tiles, the V tiles LBO = TILE apart) instead of sixteen
   // m64n64k16: warpgroup 1 then reads its P tile once a key step instead of four times (32 -> 8 KB of shared memory a
-  // step). Measured: bench/NOTES.md v45
+  // step). Measured on an H100 (bench/NOTES.md v45, ab-build x2, direct / graph us, against m64n64k16): MLA Hq=16 N=64
+  // B=16 1885-1899 / 2078-2118 vs 1926-1933 / 2153-2169, Hq=128 16179-16305 / 17508-17676 vs 16680-16768 / 17812-17956,
+  // N=8 B=16 278.3-278.6 vs 280.1-280.7, N=8 b1 even (40.5-40.9). (Q's first tiles held in warpgroup 0's registers for S,
+  // -DFV_MLA_QREG=1 on top, measured even or worse: N=8 B=16 284 vs 278, b1 41.2-41.4 vs 40.4-40.8.)
 #if defined(FV_MLA_NO_PV256)
   static constexpr bool PV256 = false;
 #else
@@ -959,7 +951,6 @@ struct VerifyWg {
     for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[nb][i] = 0.f;
-    [[maybe_unused]] uint32_t qa[QREG > 0 ? 4 * QREG : 1][4];  // QREG: warpgroup 0's A fragments of Q's first tiles
 
     // The key steps. S8_LOOPS runs them in two phases, the S8 steps (prefix keys only, S on e4m3) and then the others,
     // the phase loop unrolled so that s8_step is a compile-time constant in each copy of the step loop: with a runtime
@@ -1072,15 +1063,6 @@ struct VerifyWg {
 
       if (wgi == 0) {
         // ---- S = Q K^T
-      if constexpr (QREG > 0)
-        if (it == 0) {
-          // Q has landed (W): the fragments of slice (kb, j), rows 16 wq .. + 15: ldmatrix matrix mi = lane / 8 is
-          // rows 8 (mi & 1) .., columns 16 j + 8 (mi >> 1) .. of tile kb (a0 .. a3 of the m16n8k16 A fragment)
-          const uint32_t mi = lane / 8, qrow = 16 * wq + lane % 8 + 8 * (mi & 1);
-#pragma unroll
-          for (int ks = 0; ks < 4 * QREG; ++ks)
-            ldmatrix_x4(qa[ks], q_base + (ks / 4) * TILE + wg::sw128_offset(qrow, 2 * (ks % 4) + (mi >> 1)));
-        }
         float acc[32];
         wg::zero_operands(acc);
         wg::fence();
@@ -1107,14 +1089,9 @@ struct VerifyWg {
 #pragma unroll
           for (int kb = 0; kb < kSTiles; ++kb)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              if (kb < QREG)
-                wg::mma_m64n64k16_rs<M>(acc, qa[(4 * kb + j) % (QREG > 0 ? 4 * QREG : 1)],
-                                        wg::desc_plus(kd0, kb * TILE + 32 * j), kb + j > 0);
-              else
-                wg::mma_m64n64k16_ss<M>(acc, wg::desc_plus(qd0, kb * TILE + 32 * j),
-                                        wg::desc_plus(kd0, kb * TILE + 32 * j), kb + j > 0);
-            }
+            for (int j = 0; j < 4; ++j)
+              wg::mma_m64n64k16_ss<M>(acc, wg::desc_plus(qd0, kb * TILE + 32 * j),
+                                      wg::desc_plus(kd0, kb * TILE + 32 * j), kb + j > 0);
         }
         wg::commit();
         if (kCopyAfterS) copy_next();
