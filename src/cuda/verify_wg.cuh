@@ -124,17 +124,24 @@ struct VerifyWg {
   // 156.7-156.8 vs 164.8-165.2, N=8 b1 38.8-39.0 vs 39.9, GQA 8/1 d128 B=16 92.6-92.7 vs 93.7-94.7. Not at d256 (four
   // tiles of K and four of V a row, one CTA a multiprocessor): 157.7-158.8 vs 154.1 there.
   static constexpr bool WG1_COPIES = !KV8 && !PROD && !RG && ST == 2 && HD != 256;
-  // PV256 (16-bit MLA pools; -DFV_MLA_NO_PV256 at build time turns it off): each warpgroup's P V as four m64n256k16
-  // wgmmas (one a k16 key step over its four 64-column O tiles, the V tiles LBO = TILE apart) instead of sixteen
-  // m64n64k16: warpgroup 1 then reads its P tile once a key step instead of four times (32 -> 8 KB of shared memory a
-  // step). Measured on an H100 (bench/NOTES.md v45, ab-build x2, direct / graph us, against m64n64k16): MLA Hq=16 N=64
-  // B=16 1885-1899 / 2078-2118 vs 1926-1933 / 2153-2169, Hq=128 16179-16305 / 17508-17676 vs 16680-16768 / 17812-17956,
-  // N=8 B=16 278.3-278.6 vs 280.1-280.7, N=8 b1 even (40.5-40.9). (Q's first tiles held in warpgroup 0's registers for S,
-  // -DFV_MLA_QREG=1 on top, measured even or worse: N=8 B=16 284 vs 278, b1 41.2-41.4 vs 40.4-40.8.)
+  // PVW (16-bit MLA pools; -DFV_MLA_NO_PV256 at build time turns it off): each warpgroup's P V as one wide wgmma a k16 key
+  // step over its NB 64-column O tiles (MLA: four m64n256k16; the V tiles LBO = TILE apart) instead of NB m64n64k16:
+  // warpgroup 1 then reads its P tile once a key step instead of NB times (MLA: 32 -> 8 KB of shared memory a step).
+  // Measured on an H100 (bench/NOTES.md v45, ab-build x2, direct / graph us, against m64n64k16): MLA Hq=16 N=64 B=16
+  // 1885-1899 / 2078-2118 vs 1926-1933 / 2153-2169, Hq=128 16179-16305 / 17508-17676 vs 16680-16768 / 17812-17956, N=8
+  // B=16 278.3-278.6 vs 280.1-280.7, N=8 b1 even (40.5-40.9). (Q's first tiles held in warpgroup 0's registers for S,
+  // -DFV_MLA_QREG=1 on top, measured even or worse: N=8 B=16 284 vs 278, b1 41.2-41.4 vs 40.4-40.8.) The other kernels
+  // with NB > 1 (GQA d256: m64n128k16; the fp8 MLA kernel without producers) take it only under -DFV_PVW_ALL (compiled,
+  // not yet measured)
 #if defined(FV_MLA_NO_PV256)
-  static constexpr bool PV256 = false;
+  static constexpr bool PVW_MLA16 = false;
 #else
-  static constexpr bool PV256 = MLA && !KV8 && !PROD;
+  static constexpr bool PVW_MLA16 = MLA && !KV8 && !PROD;
+#endif
+#if defined(FV_PVW_ALL)  // (not the producer kernel: at its 128-register launch ptxas refuses m64n256k16, C7602)
+  static constexpr bool PVW = DV / 64 / 2 > 1 && !PROD;
+#else
+  static constexpr bool PVW = PVW_MLA16;
 #endif
   static constexpr int BAR_EPI = 9;
   static constexpr uint32_t EPI_ROW = DV * 4 + 32;
@@ -832,6 +839,19 @@ struct VerifyWg {
     for (int nb = 0; nb < NB; ++nb) wg::fence_operands(o[nb]);
   }
 
+  // PVW: the warpgroup's P V of one k16 key step over its NB O tiles in one wgmma (b: its first V tile's descriptor), P
+  // from registers (warpgroup 0) or from the P tile (warpgroup 1)
+  __device__ static void pv_wide_rs(float (&o)[NB][32], const uint32_t (&a)[4], uint64_t b) {
+    static_assert(NB == 2 || NB == 4, "m64n128k16 or m64n256k16");
+    if constexpr (NB == 4) wg::mma_m64n256k16_rs_tb<M>(o, a, b);
+    else wg::mma_m64n128k16_rs_tb<M>(o, a, b);
+  }
+  __device__ static void pv_wide_ss(float (&o)[NB][32], uint64_t pa, uint64_t b) {
+    static_assert(NB == 2 || NB == 4, "m64n128k16 or m64n256k16");
+    if constexpr (NB == 4) wg::mma_m64n256k16_ss_tb<M>(o, pa, b);
+    else wg::mma_m64n128k16_ss_tb<M>(o, pa, b);
+  }
+
   // A warpgroup's P V: O (its NB column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
   // tile nb and key step kk; fp8 MLA: the next step's rows are widened while the wgmmas run (widen_next)
   struct NoOp {
@@ -1193,8 +1213,8 @@ struct VerifyWg {
         pv(
             s, step, it, smem, o, alpha[0], alpha[1],
             [&](int nb, int kk) {
-              if constexpr (PV256) {
-                if (nb == 0) wg::mma_m64n256k16_rs_tb<M>(o, a[kk], wg::desc_plus(vd0, 2048 * kk));
+              if constexpr (PVW) {
+                if (nb == 0) pv_wide_rs(o, a[kk], wg::desc_plus(vd0, (RING ? 0u : VT0 * TILE) + 2048 * kk));
               } else {
                 const uint32_t off = (RING ? 0u : VT0 * TILE) + nb * TILE + 2048 * kk;
                 wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_plus(vd0, off));
@@ -1216,9 +1236,10 @@ struct VerifyWg {
         // ---- O[:, DV/2:DV] = O * alpha + P V (P from the P tile)
         const uint64_t pd0 = wg::desc_sw128(p_base, 16, 1024), vd0 = wg::desc_sw128(RING ? v_base : k_base, TILE, 1024);
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
-          if constexpr (PV256) {
+          if constexpr (PVW) {
             if (nb == 0)
-              wg::mma_m64n256k16_ss_tb<M>(o, wg::desc_plus(pd0, 32 * kk), wg::desc_plus(vd0, NB * TILE + 2048 * kk));
+              pv_wide_ss(o, wg::desc_plus(pd0, 32 * kk),
+                         wg::desc_plus(vd0, (RING ? 0u : VT0 * TILE) + NB * TILE + 2048 * kk));
           } else {
             const uint32_t off = (RING ? 0u : VT0 * TILE) + (NB + nb) * TILE + 2048 * kk;
             wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_plus(pd0, 32 * kk), wg::desc_plus(vd0, off));

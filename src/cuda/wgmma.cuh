@@ -210,11 +210,73 @@ __device__ __forceinline__ void mma_m64n64k32_e4m3_ss(float (&d)[32], uint64_t d
 #endif
 }
 
-// m64n256k16 forms of the two P V products above (the MLA kernel's P V over a warpgroup's four 64-column tiles in one
-// instruction: verify_wg.cuh, PV256): d is the four m64n64 accumulator tiles in column order (n256's accumulator j
-// = 8 nb + j' is tile nb's j'), B the four MN-major SW128 tiles LBO bytes apart (desc_sw128's lbo: the tile size).
-#define FV_WG_D128 "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[0][4]), "+f"(d[0][5]), "+f"(d[0][6]), "+f"(d[0][7]), "+f"(d[0][8]), "+f"(d[0][9]), "+f"(d[0][10]), "+f"(d[0][11]), "+f"(d[0][12]), "+f"(d[0][13]), "+f"(d[0][14]), "+f"(d[0][15]), "+f"(d[0][16]), "+f"(d[0][17]), "+f"(d[0][18]), "+f"(d[0][19]), "+f"(d[0][20]), "+f"(d[0][21]), "+f"(d[0][22]), "+f"(d[0][23]), "+f"(d[0][24]), "+f"(d[0][25]), "+f"(d[0][26]), "+f"(d[0][27]), "+f"(d[0][28]), "+f"(d[0][29]), "+f"(d[0][30]), "+f"(d[0][31]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[1][4]), "+f"(d[1][5]), "+f"(d[1][6]), "+f"(d[1][7]), "+f"(d[1][8]), "+f"(d[1][9]), "+f"(d[1][10]), "+f"(d[1][11]), "+f"(d[1][12]), "+f"(d[1][13]), "+f"(d[1][14]), "+f"(d[1][15]), "+f"(d[1][16]), "+f"(d[1][17]), "+f"(d[1][18]), "+f"(d[1][19]), "+f"(d[1][20]), "+f"(d[1][21]), "+f"(d[1][22]), "+f"(d[1][23]), "+f"(d[1][24]), "+f"(d[1][25]), "+f"(d[1][26]), "+f"(d[1][27]), "+f"(d[1][28]), "+f"(d[1][29]), "+f"(d[1][30]), "+f"(d[1][31]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[2][4]), "+f"(d[2][5]), "+f"(d[2][6]), "+f"(d[2][7]), "+f"(d[2][8]), "+f"(d[2][9]), "+f"(d[2][10]), "+f"(d[2][11]), "+f"(d[2][12]), "+f"(d[2][13]), "+f"(d[2][14]), "+f"(d[2][15]), "+f"(d[2][16]), "+f"(d[2][17]), "+f"(d[2][18]), "+f"(d[2][19]), "+f"(d[2][20]), "+f"(d[2][21]), "+f"(d[2][22]), "+f"(d[2][23]), "+f"(d[2][24]), "+f"(d[2][25]), "+f"(d[2][26]), "+f"(d[2][27]), "+f"(d[2][28]), "+f"(d[2][29]), "+f"(d[2][30]), "+f"(d[2][31]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[3][4]), "+f"(d[3][5]), "+f"(d[3][6]), "+f"(d[3][7]), "+f"(d[3][8]), "+f"(d[3][9]), "+f"(d[3][10]), "+f"(d[3][11]), "+f"(d[3][12]), "+f"(d[3][13]), "+f"(d[3][14]), "+f"(d[3][15]), "+f"(d[3][16]), "+f"(d[3][17]), "+f"(d[3][18]), "+f"(d[3][19]), "+f"(d[3][20]), "+f"(d[3][21]), "+f"(d[3][22]), "+f"(d[3][23]), "+f"(d[3][24]), "+f"(d[3][25]), "+f"(d[3][26]), "+f"(d[3][27]), "+f"(d[3][28]), "+f"(d[3][29]), "+f"(d[3][30]), "+f"(d[3][31])
-#define FV_WG_D128_LIST "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+// Wide forms of the two P V products above: one m64nNk16 (N = 128 or 256) over a warpgroup's N / 64 column tiles of O
+// instead of N / 64 m64n64k16s, so that an A operand in shared memory is read once a key step (the Hopper kernels' PVW:
+// verify_wg.cuh). d is the tiles in column order (accumulator j = 8 nb + j' of the wide form is tile nb's j'), B the
+// N / 64 MN-major SW128 tiles LBO bytes apart (desc_sw128's lbo: the tile size); always accumulates.
+#define FV_WG_D_TILE(T) \
+  "+f"(d[T][0]), "+f"(d[T][1]), "+f"(d[T][2]), "+f"(d[T][3]), "+f"(d[T][4]), "+f"(d[T][5]), "+f"(d[T][6]), \
+  "+f"(d[T][7]), "+f"(d[T][8]), "+f"(d[T][9]), "+f"(d[T][10]), "+f"(d[T][11]), "+f"(d[T][12]), "+f"(d[T][13]), \
+  "+f"(d[T][14]), "+f"(d[T][15]), "+f"(d[T][16]), "+f"(d[T][17]), "+f"(d[T][18]), "+f"(d[T][19]), "+f"(d[T][20]), \
+  "+f"(d[T][21]), "+f"(d[T][22]), "+f"(d[T][23]), "+f"(d[T][24]), "+f"(d[T][25]), "+f"(d[T][26]), "+f"(d[T][27]), \
+  "+f"(d[T][28]), "+f"(d[T][29]), "+f"(d[T][30]), "+f"(d[T][31])
+#define FV_WG_D_TILES_2 FV_WG_D_TILE(0), FV_WG_D_TILE(1)
+#define FV_WG_D_TILES_4 FV_WG_D_TILE(0), FV_WG_D_TILE(1), FV_WG_D_TILE(2), FV_WG_D_TILE(3)
+#define FV_WG_D64_LIST \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, " \
+  "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, " \
+  "%60, %61, %62, %63}"
+#define FV_WG_D128_LIST \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, " \
+  "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, " \
+  "%60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, " \
+  "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, " \
+  "%116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+template <class T>
+__device__ __forceinline__ void mma_m64n128k16_rs_tb(float (&d)[2][32], const uint32_t (&a)[4], uint64_t desc_b) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FV_WG_D64_LIST
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : FV_WG_D_TILES_2
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FV_WG_D64_LIST
+                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : FV_WG_D_TILES_2
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+#else
+  (void)d, (void)a, (void)desc_b;
+  FV_WG_UNAVAILABLE();
+#endif
+}
+template <class T>
+__device__ __forceinline__ void mma_m64n128k16_ss_tb(float (&d)[2][32], uint64_t desc_a, uint64_t desc_b) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FV_WG_D64_LIST
+                 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : FV_WG_D_TILES_2
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FV_WG_D64_LIST
+                 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : FV_WG_D_TILES_2
+                 : "l"(desc_a), "l"(desc_b), "r"(1));
+  }
+#else
+  (void)d, (void)desc_a, (void)desc_b;
+  FV_WG_UNAVAILABLE();
+#endif
+}
 template <class T>
 __device__ __forceinline__ void mma_m64n256k16_rs_tb(float (&d)[4][32], const uint32_t (&a)[4], uint64_t desc_b) {
 #if FV_HAS_WGMMA
@@ -222,13 +284,13 @@ __device__ __forceinline__ void mma_m64n256k16_rs_tb(float (&d)[4][32], const ui
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FV_WG_D128_LIST
                  ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : FV_WG_D128
+                 : FV_WG_D_TILES_4
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
   } else {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FV_WG_D128_LIST
                  ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : FV_WG_D128
+                 : FV_WG_D_TILES_4
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
   }
 #else
@@ -243,13 +305,13 @@ __device__ __forceinline__ void mma_m64n256k16_ss_tb(float (&d)[4][32], uint64_t
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FV_WG_D128_LIST
                  ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : FV_WG_D128
+                 : FV_WG_D_TILES_4
                  : "l"(desc_a), "l"(desc_b), "r"(1));
   } else {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FV_WG_D128_LIST
                  ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : FV_WG_D128
+                 : FV_WG_D_TILES_4
                  : "l"(desc_a), "l"(desc_b), "r"(1));
   }
 #else
@@ -257,7 +319,10 @@ __device__ __forceinline__ void mma_m64n256k16_ss_tb(float (&d)[4][32], uint64_t
   FV_WG_UNAVAILABLE();
 #endif
 }
-#undef FV_WG_D128
+#undef FV_WG_D_TILE
+#undef FV_WG_D_TILES_2
+#undef FV_WG_D_TILES_4
+#undef FV_WG_D64_LIST
 #undef FV_WG_D128_LIST
 
 #undef FV_WG_D32
