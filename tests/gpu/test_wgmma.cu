@@ -3,8 +3,8 @@
 // the first 512 columns of the K rows read transposed), against float64 products of the same rounded inputs.
 // The MN-major descriptor is probed with both readings of its two byte offsets; the test requires the one
 // wgmma.cuh documents and reports the other, so a wrong guess shows which one is right in a single run.
-// O is also computed 256 columns at a time (m64n256k16, P from registers and from an SW128 P tile in shared
-// memory: the MLA kernel's PV256), where the LBO between 64-column V tiles is used.
+// O is also computed 256 and 128 columns at a time (m64n256k16 / m64n128k16, P from registers and from an SW128 P tile
+// in shared memory: the Hopper kernels' PVW), where the LBO between 64-column V tiles is used.
 // Built for sm_90a only (fv_wgmma_tests); skipped on other GPUs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
   }
 
   // O = P V, 256 columns at a time (V tiles 4 h .. 4 h + 3, mn_lbo apart): P from registers (form 0) and from the P
-  // tile (form 1), into o256_out[form]
+  // tile (form 1), into o256_out[form]; then 128 at a time (V tiles 2 h, 2 h + 1): forms 2 and 3
   for (int form = 0; form < 2; ++form)
     for (int h = 0; h < 2; ++h) {
       float o4[4][32];
@@ -151,6 +151,32 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
             o256_out[form * kRows * kDv + row * kDv + col] = o4[nb][4 * j + e];
           }
     }
+  for (int form = 2; form < 4; ++form)
+    for (int h = 0; h < 4; ++h) {
+      float o2[2][32];
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) fv::wg::zero_operands(o2[nb]);
+      fv::wg::fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint64_t db = fv::wg::desc_sw128(saddr(ks) + 2 * h * kTileBytes + kk * 2048, mn_lbo, mn_sbo);
+        if (form == 2) fv::wg::mma_m64n128k16_rs_tb<T>(o2, a[kk], db);
+        else fv::wg::mma_m64n128k16_ss_tb<T>(o2, fv::wg::desc_sw128(saddr(ps) + 32 * kk, 16, 1024), db);
+      }
+      fv::wg::commit();
+      fv::wg::wait<0>();
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) fv::wg::fence_operands(o2[nb]);
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = 16 * warp + g + 8 * (e / 2), col = (2 * h + nb) * 64 + 8 * j + 2 * t4 + (e % 2);
+            o256_out[form * kRows * kDv + row * kDv + col] = o2[nb][4 * j + e];
+          }
+    }
 #else
   (void)q, (void)k, (void)qs, (void)ks, (void)ps, (void)s_out, (void)p_out, (void)o_out, (void)o256_out, (void)mn_lbo,
       (void)mn_sbo, (void)g, (void)t4, (void)warp;
@@ -158,7 +184,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
 }
 
 struct Errors {
-  double s_rel = 0, o_rel = 0, o256_rs_rel = 0, o256_ss_rel = 0;
+  double s_rel = 0, o_rel = 0, o256_rs_rel = 0, o256_ss_rel = 0, o128_rs_rel = 0, o128_ss_rel = 0;
 };
 
 template <class T>
@@ -181,19 +207,19 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   cudaMalloc(&ds, kRows * kKeys * 4);
   cudaMalloc(&dp, kRows * kKeys * 4);
   cudaMalloc(&dout, kRows * kDv * 4);
-  cudaMalloc(&dout256, 2 * kRows * kDv * 4);
+  cudaMalloc(&dout256, 4 * kRows * kDv * 4);
   cudaMalloc(&dflag, 4);
   cudaMemcpy(dq, q.data(), q.size() * sizeof(T), cudaMemcpyHostToDevice);
   cudaMemcpy(dk, k.data(), k.size() * sizeof(T), cudaMemcpyHostToDevice);
   cudaMemset(ds, 0xff, kRows * kKeys * 4);  // NaN poison
   cudaMemset(dout, 0xff, kRows * kDv * 4);
-  cudaMemset(dout256, 0xff, 2 * kRows * kDv * 4);
+  cudaMemset(dout256, 0xff, 4 * kRows * kDv * 4);
   cudaMemset(dflag, 0, 4);
   const int smem = 2 * kOperandBytes + kTileBytes;
   EXPECT_EQ(cudaFuncSetAttribute(wgmma_tile<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), cudaSuccess);
   wgmma_tile<T><<<1, 128, smem>>>(dq, dk, ds, dp, dout, dout256, mn_lbo, mn_sbo, dflag);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError());
-  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * kDv), o256(2 * kRows * kDv);
+  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * kDv), o256(4 * kRows * kDv);
   int flag = 0;
   cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(p.data(), dp, p.size() * 4, cudaMemcpyDeviceToHost);
@@ -226,9 +252,14 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
     return r;
   };
   err.o_rel = rel_l2(kRows, kDv, o, o_ref);
-  const std::vector<float> o_rs(o256.begin(), o256.begin() + kRows * kDv), o_ss(o256.begin() + kRows * kDv, o256.end());
-  err.o256_rs_rel = rel_l2(kRows, kDv, o_rs, o_ref);
-  err.o256_ss_rel = rel_l2(kRows, kDv, o_ss, o_ref);
+  auto form_rel = [&](int form) {
+    const std::vector<float> of(o256.begin() + form * kRows * kDv, o256.begin() + (form + 1) * kRows * kDv);
+    return rel_l2(kRows, kDv, of, o_ref);
+  };
+  err.o256_rs_rel = form_rel(0);
+  err.o256_ss_rel = form_rel(1);
+  err.o128_rs_rel = form_rel(2);
+  err.o128_ss_rel = form_rel(3);
   return err;
 }
 
@@ -260,6 +291,10 @@ void check_tile(const char* name) {
               "%.2e / %.2e (swapped)\n", name, doc.o256_rs_rel, doc.o256_ss_rel, alt.o256_rs_rel, alt.o256_ss_rel);
   EXPECT_LE(doc.o256_rs_rel, kTol) << "m64n256k16 O = P V (P from registers) with the documented offsets is wrong";
   EXPECT_LE(doc.o256_ss_rel, kTol) << "m64n256k16 O = P V (P from an SW128 tile) with the documented offsets is wrong";
+  std::printf("[ wgmma %s ] m64n128k16 O rel L2: P from registers %.2e, from shared memory %.2e (documented offsets)\n",
+              name, doc.o128_rs_rel, doc.o128_ss_rel);
+  EXPECT_LE(doc.o128_rs_rel, kTol) << "m64n128k16 O = P V (P from registers) with the documented offsets is wrong";
+  EXPECT_LE(doc.o128_ss_rel, kTol) << "m64n128k16 O = P V (P from an SW128 tile) with the documented offsets is wrong";
 }
 
 TEST(Wgmma, MlaTileProductsMatchFloat64) {
