@@ -168,6 +168,8 @@ struct VerifyWg {
   // P=4K B=16 38.0 vs 29.9, d256 B=8 102.4 vs 94.7, b1 37.7 vs 27.1.
   static constexpr int RR = 2;
   static constexpr bool RING = RG;
+  // the P V's first V tile, bytes from its descriptor's base (RING: a V stage of its own; else the stage's V tiles)
+  static constexpr uint32_t V_OFF = RING ? 0u : VT0 * TILE;
   static_assert(!RG || (KV8 && !MLA && ST == 2), "RING: the 2-stage fp8 GQA kernels");
   static_assert(!F16 || ((PROD || RING) && std::is_same<T, __nv_bfloat16>::value),
                 "F16: the bf16 models' producer kernel and RING kernels");
@@ -1214,9 +1216,9 @@ struct VerifyWg {
             s, step, it, smem, o, alpha[0], alpha[1],
             [&](int nb, int kk) {
               if constexpr (PVW) {
-                if (nb == 0) pv_wide_rs(o, a[kk], wg::desc_plus(vd0, (RING ? 0u : VT0 * TILE) + 2048 * kk));
+                if (nb == 0) pv_wide_rs(o, a[kk], wg::desc_plus(vd0, V_OFF + 2048 * kk));
               } else {
-                const uint32_t off = (RING ? 0u : VT0 * TILE) + nb * TILE + 2048 * kk;
+                const uint32_t off = V_OFF + nb * TILE + 2048 * kk;
                 wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_plus(vd0, off));
               }
             },
@@ -1238,10 +1240,9 @@ struct VerifyWg {
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
           if constexpr (PVW) {
             if (nb == 0)
-              pv_wide_ss(o, wg::desc_plus(pd0, 32 * kk),
-                         wg::desc_plus(vd0, (RING ? 0u : VT0 * TILE) + NB * TILE + 2048 * kk));
+              pv_wide_ss(o, wg::desc_plus(pd0, 32 * kk), wg::desc_plus(vd0, V_OFF + NB * TILE + 2048 * kk));
           } else {
-            const uint32_t off = (RING ? 0u : VT0 * TILE) + (NB + nb) * TILE + 2048 * kk;
+            const uint32_t off = V_OFF + (NB + nb) * TILE + 2048 * kk;
             wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_plus(pd0, 32 * kk), wg::desc_plus(vd0, off));
           }
         });

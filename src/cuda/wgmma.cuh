@@ -235,22 +235,27 @@ __device__ __forceinline__ void mma_m64n64k32_e4m3_ss(float (&d)[32], uint64_t d
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, " \
   "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, " \
   "%116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+// One wide P V wgmma of shape SHAPE on 16-bit type TY ("bf16" / "f16"): LIST / OPS the accumulators' PTX list and
+// operands, N their count (the operand number of A or of A's descriptor); RS: A from registers, SS: from shared memory
+#define FV_WG_PV_RS(SHAPE, TY, LIST, OPS, A0, A1, A2, A3, B, S)                                         \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                       \
+               "wgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY " " LIST ", {%" #A0 ", %" #A1 \
+               ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, 1;\n}\n"                                       \
+               : OPS                                                                                  \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+#define FV_WG_PV_SS(SHAPE, TY, LIST, OPS, A, B, S)                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #S ", 0;\n"                                       \
+               "wgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY " " LIST ", %" #A ", %" #B          \
+               ", p, 1, 1, 0, 1;\n}\n"                                                                    \
+               : OPS                                                                                  \
+               : "l"(desc_a), "l"(desc_b), "r"(1))
 template <class T>
 __device__ __forceinline__ void mma_m64n128k16_rs_tb(float (&d)[2][32], const uint32_t (&a)[4], uint64_t desc_b) {
 #if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FV_WG_D64_LIST
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : FV_WG_D_TILES_2
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FV_WG_D64_LIST
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : FV_WG_D_TILES_2
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-  }
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    FV_WG_PV_RS("m64n128k16", "bf16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66, 67, 68, 69);
+  else
+    FV_WG_PV_RS("m64n128k16", "f16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66, 67, 68, 69);
 #else
   (void)d, (void)a, (void)desc_b;
   FV_WG_UNAVAILABLE();
@@ -259,19 +264,10 @@ __device__ __forceinline__ void mma_m64n128k16_rs_tb(float (&d)[2][32], const ui
 template <class T>
 __device__ __forceinline__ void mma_m64n128k16_ss_tb(float (&d)[2][32], uint64_t desc_a, uint64_t desc_b) {
 #if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FV_WG_D64_LIST
-                 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
-                 : FV_WG_D_TILES_2
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FV_WG_D64_LIST
-                 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
-                 : FV_WG_D_TILES_2
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-  }
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    FV_WG_PV_SS("m64n128k16", "bf16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66);
+  else
+    FV_WG_PV_SS("m64n128k16", "f16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66);
 #else
   (void)d, (void)desc_a, (void)desc_b;
   FV_WG_UNAVAILABLE();
@@ -280,19 +276,10 @@ __device__ __forceinline__ void mma_m64n128k16_ss_tb(float (&d)[2][32], uint64_t
 template <class T>
 __device__ __forceinline__ void mma_m64n256k16_rs_tb(float (&d)[4][32], const uint32_t (&a)[4], uint64_t desc_b) {
 #if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FV_WG_D128_LIST
-                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : FV_WG_D_TILES_4
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FV_WG_D128_LIST
-                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
-                 : FV_WG_D_TILES_4
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-  }
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    FV_WG_PV_RS("m64n256k16", "bf16", FV_WG_D128_LIST, FV_WG_D_TILES_4, 128, 129, 130, 131, 132, 133);
+  else
+    FV_WG_PV_RS("m64n256k16", "f16", FV_WG_D128_LIST, FV_WG_D_TILES_4, 128, 129, 130, 131, 132, 133);
 #else
   (void)d, (void)a, (void)desc_b;
   FV_WG_UNAVAILABLE();
@@ -301,24 +288,17 @@ __device__ __forceinline__ void mma_m64n256k16_rs_tb(float (&d)[4][32], const ui
 template <class T>
 __device__ __forceinline__ void mma_m64n256k16_ss_tb(float (&d)[4][32], uint64_t desc_a, uint64_t desc_b) {
 #if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FV_WG_D128_LIST
-                 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : FV_WG_D_TILES_4
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FV_WG_D128_LIST
-                 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
-                 : FV_WG_D_TILES_4
-                 : "l"(desc_a), "l"(desc_b), "r"(1));
-  }
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    FV_WG_PV_SS("m64n256k16", "bf16", FV_WG_D128_LIST, FV_WG_D_TILES_4, 128, 129, 130);
+  else
+    FV_WG_PV_SS("m64n256k16", "f16", FV_WG_D128_LIST, FV_WG_D_TILES_4, 128, 129, 130);
 #else
   (void)d, (void)desc_a, (void)desc_b;
   FV_WG_UNAVAILABLE();
 #endif
 }
+#undef FV_WG_PV_RS
+#undef FV_WG_PV_SS
 #undef FV_WG_D_TILE
 #undef FV_WG_D_TILES_2
 #undef FV_WG_D_TILES_4

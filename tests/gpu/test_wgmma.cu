@@ -44,11 +44,55 @@ __device__ __forceinline__ float hi(uint32_t w) {
   else return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
 }
 
+// O = P V with the wide forms, NT 64-column V tiles an instruction (m64n128k16: 2, m64n256k16: 4), for every column:
+// out[0 ..] with P from registers (a), out[kRows * kDv ..] with P from the SW128 tile at ps
+template <class T, int NT>
+__device__ void wide_pv(const uint32_t (&a)[4][4], uint32_t ks, uint32_t ps, uint32_t mn_lbo, uint32_t mn_sbo,
+                        float* out) {
+#if FV_HAS_WGMMA
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t4 = threadIdx.x % 4;
+  for (int form = 0; form < 2; ++form)
+    for (int h = 0; h < kDv / 64 / NT; ++h) {
+      float o[NT][32];
+#pragma unroll
+      for (int nb = 0; nb < NT; ++nb) fv::wg::zero_operands(o[nb]);
+      fv::wg::fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint64_t db = fv::wg::desc_sw128(ks + NT * h * kTileBytes + kk * 2048, mn_lbo, mn_sbo);
+        const uint64_t da = fv::wg::desc_sw128(ps + 32 * kk, 16, 1024);
+        if constexpr (NT == 4) {
+          if (form == 0) fv::wg::mma_m64n256k16_rs_tb<T>(o, a[kk], db);
+          else fv::wg::mma_m64n256k16_ss_tb<T>(o, da, db);
+        } else {
+          if (form == 0) fv::wg::mma_m64n128k16_rs_tb<T>(o, a[kk], db);
+          else fv::wg::mma_m64n128k16_ss_tb<T>(o, da, db);
+        }
+      }
+      fv::wg::commit();
+      fv::wg::wait<0>();
+#pragma unroll
+      for (int nb = 0; nb < NT; ++nb) fv::wg::fence_operands(o[nb]);
+#pragma unroll
+      for (int nb = 0; nb < NT; ++nb)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = 16 * warp + g + 8 * (e / 2), col = (NT * h + nb) * 64 + 8 * j + 2 * t4 + (e % 2);
+            out[form * kRows * kDv + row * kDv + col] = o[nb][4 * j + e];
+          }
+    }
+#else
+  (void)a, (void)ks, (void)ps, (void)mn_lbo, (void)mn_sbo, (void)out;
+#endif
+}
+
 // One warpgroup. mn_lbo / mn_sbo: the MN-major (V) descriptor's byte offsets. Writes S, the rounded P and O
 // in row-major fp32; *has_wgmma = whether this build carries the instructions.
 template <class T>
 __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float* s_out, float* p_out, float* o_out,
-                                                  float* o256_out, uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
+                                                  float* o_wide_out, uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t* qs = smem;
   uint8_t* ks = smem + kOperandBytes;
@@ -123,62 +167,12 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
       }
   }
 
-  // O = P V, 256 columns at a time (V tiles 4 h .. 4 h + 3, mn_lbo apart): P from registers (form 0) and from the P
-  // tile (form 1), into o256_out[form]; then 128 at a time (V tiles 2 h, 2 h + 1): forms 2 and 3
-  for (int form = 0; form < 2; ++form)
-    for (int h = 0; h < 2; ++h) {
-      float o4[4][32];
-#pragma unroll
-      for (int nb = 0; nb < 4; ++nb) fv::wg::zero_operands(o4[nb]);
-      fv::wg::fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t db = fv::wg::desc_sw128(saddr(ks) + 4 * h * kTileBytes + kk * 2048, mn_lbo, mn_sbo);
-        if (form == 0) fv::wg::mma_m64n256k16_rs_tb<T>(o4, a[kk], db);
-        else fv::wg::mma_m64n256k16_ss_tb<T>(o4, fv::wg::desc_sw128(saddr(ps) + 32 * kk, 16, 1024), db);
-      }
-      fv::wg::commit();
-      fv::wg::wait<0>();
-#pragma unroll
-      for (int nb = 0; nb < 4; ++nb) fv::wg::fence_operands(o4[nb]);
-#pragma unroll
-      for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int row = 16 * warp + g + 8 * (e / 2), col = (4 * h + nb) * 64 + 8 * j + 2 * t4 + (e % 2);
-            o256_out[form * kRows * kDv + row * kDv + col] = o4[nb][4 * j + e];
-          }
-    }
-  for (int form = 2; form < 4; ++form)
-    for (int h = 0; h < 4; ++h) {
-      float o2[2][32];
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) fv::wg::zero_operands(o2[nb]);
-      fv::wg::fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t db = fv::wg::desc_sw128(saddr(ks) + 2 * h * kTileBytes + kk * 2048, mn_lbo, mn_sbo);
-        if (form == 2) fv::wg::mma_m64n128k16_rs_tb<T>(o2, a[kk], db);
-        else fv::wg::mma_m64n128k16_ss_tb<T>(o2, fv::wg::desc_sw128(saddr(ps) + 32 * kk, 16, 1024), db);
-      }
-      fv::wg::commit();
-      fv::wg::wait<0>();
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) fv::wg::fence_operands(o2[nb]);
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int row = 16 * warp + g + 8 * (e / 2), col = (2 * h + nb) * 64 + 8 * j + 2 * t4 + (e % 2);
-            o256_out[form * kRows * kDv + row * kDv + col] = o2[nb][4 * j + e];
-          }
-    }
+  // O = P V, 256 columns at a time (V tiles 4 h .. 4 h + 3, mn_lbo apart) into o_wide_out[0] (P from registers) and
+  // [1] (P from the P tile), then 128 at a time (V tiles 2 h, 2 h + 1) into [2] and [3]
+  wide_pv<T, 4>(a, saddr(ks), saddr(ps), mn_lbo, mn_sbo, o_wide_out);
+  wide_pv<T, 2>(a, saddr(ks), saddr(ps), mn_lbo, mn_sbo, o_wide_out + 2 * kRows * kDv);
 #else
-  (void)q, (void)k, (void)qs, (void)ks, (void)ps, (void)s_out, (void)p_out, (void)o_out, (void)o256_out, (void)mn_lbo,
+  (void)q, (void)k, (void)qs, (void)ks, (void)ps, (void)s_out, (void)p_out, (void)o_out, (void)o_wide_out, (void)mn_lbo,
       (void)mn_sbo, (void)g, (void)t4, (void)warp;
 #endif
 }
@@ -200,33 +194,33 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   for (size_t i = 0; i < k.size(); ++i) kf[i] = fvt::bits_to_float(reinterpret_cast<const uint16_t&>(k[i]), dtype);
 
   T *dq, *dk;
-  float *ds, *dp, *dout, *dout256;
+  float *ds, *dp, *dout, *dout_wide;
   int* dflag;
   cudaMalloc(&dq, q.size() * sizeof(T));
   cudaMalloc(&dk, k.size() * sizeof(T));
   cudaMalloc(&ds, kRows * kKeys * 4);
   cudaMalloc(&dp, kRows * kKeys * 4);
   cudaMalloc(&dout, kRows * kDv * 4);
-  cudaMalloc(&dout256, 4 * kRows * kDv * 4);
+  cudaMalloc(&dout_wide, 4 * kRows * kDv * 4);
   cudaMalloc(&dflag, 4);
   cudaMemcpy(dq, q.data(), q.size() * sizeof(T), cudaMemcpyHostToDevice);
   cudaMemcpy(dk, k.data(), k.size() * sizeof(T), cudaMemcpyHostToDevice);
   cudaMemset(ds, 0xff, kRows * kKeys * 4);  // NaN poison
   cudaMemset(dout, 0xff, kRows * kDv * 4);
-  cudaMemset(dout256, 0xff, 4 * kRows * kDv * 4);
+  cudaMemset(dout_wide, 0xff, 4 * kRows * kDv * 4);
   cudaMemset(dflag, 0, 4);
   const int smem = 2 * kOperandBytes + kTileBytes;
   EXPECT_EQ(cudaFuncSetAttribute(wgmma_tile<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), cudaSuccess);
-  wgmma_tile<T><<<1, 128, smem>>>(dq, dk, ds, dp, dout, dout256, mn_lbo, mn_sbo, dflag);
+  wgmma_tile<T><<<1, 128, smem>>>(dq, dk, ds, dp, dout, dout_wide, mn_lbo, mn_sbo, dflag);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError());
-  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * kDv), o256(4 * kRows * kDv);
+  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * kDv), o_wide(4 * kRows * kDv);
   int flag = 0;
   cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(p.data(), dp, p.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(o.data(), dout, o.size() * 4, cudaMemcpyDeviceToHost);
-  cudaMemcpy(o256.data(), dout256, o256.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o_wide.data(), dout_wide, o_wide.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(&flag, dflag, 4, cudaMemcpyDeviceToHost);
-  cudaFree(dq), cudaFree(dk), cudaFree(ds), cudaFree(dp), cudaFree(dout), cudaFree(dout256), cudaFree(dflag);
+  cudaFree(dq), cudaFree(dk), cudaFree(ds), cudaFree(dp), cudaFree(dout), cudaFree(dout_wide), cudaFree(dflag);
   *has_wgmma = flag;
 
   // relative L2 error of got (rows x cols) against ref(i, j) in float64; a non-finite element counts 1e30
@@ -253,7 +247,7 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   };
   err.o_rel = rel_l2(kRows, kDv, o, o_ref);
   auto form_rel = [&](int form) {
-    const std::vector<float> of(o256.begin() + form * kRows * kDv, o256.begin() + (form + 1) * kRows * kDv);
+    const std::vector<float> of(o_wide.begin() + form * kRows * kDv, o_wide.begin() + (form + 1) * kRows * kDv);
     return rel_l2(kRows, kDv, of, o_ref);
   };
   err.o256_rs_rel = form_rel(0);
