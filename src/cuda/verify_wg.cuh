@@ -109,6 +109,7 @@ struct VerifyWg {
   static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
   static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7, BAR_S = 10;
+  static constexpr int BAR_QFAC = 11;  // (FV_QFAC_BAR only)
   // 16-bit pools: the partial rows leave through shared memory, one bulk copy (cp.async.bulk) a row, instead of 64
   // 8-byte stores a thread (each a 32-byte sector of 8 rows). H200, graph µs, against the stores (bench/NOTES.md v27):
   // N=64 B=16 -2.5%, N=8 B=16 P=256K -1.4%, P=32K -0.6%, b1 even. Not in the fp8 kernels: the producer kernel's compute
@@ -957,6 +958,9 @@ struct VerifyWg {
         diag_time(p, 1, 1, 0);
         q_to_f16(q_base, q_fac);  // (while the producers wait for the first rows)
         wg::fence_proxy_async();
+#if defined(FV_QFAC_BAR)  // (experiment, v46 racecheck report: q_fac ordered by a compute-only barrier as well)
+        if constexpr (PROD) named_sync<COMPUTE>(BAR_QFAC);
+#endif
         diag_time(p, 2, 1, 0);
       }
 

@@ -1,0 +1,101 @@
+// A probe for compute-sanitizer racecheck, not for flashverify's kernels: the fp8 MLA producer kernel's Q-factor
+// handoff (verify_wg.cuh, q_to_f16 -> run_segment) reduced to its synchronization. 512 threads; the first 256
+// ("compute") write one float a row of a shared array, then bar.sync on a named barrier counted for 512 threads;
+// the other 256 ("producers") only bar.arrive on it, after a delay (they wait on global memory in the kernel).
+// After the barrier each compute thread reads rows written by threads of other warps. Segments are separated by
+// __syncthreads as in the kernel. By the PTX memory model the barrier orders the writes before the reads (every
+// compute thread takes part in it); the test checks the values read, and scripts/device-check runs it under
+// racecheck to see whether the tool credits that ordering:
+//   Mixed            the kernel's pattern;
+//   MixedMaxnreg     the same with the kernel's setmaxnreg split (producers 32 registers, compute 224; sm_90a);
+//   ComputeBarrier   a barrier of the 256 compute threads alone between the writes and the reads (no arrivals).
+// Built for sm_90a only (fv_barrier_probe); skipped on other GPUs.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu_common.h"
+
+namespace {
+
+constexpr int kCompute = 256, kThreads = 512, kRows = 64, kSegments = 3;
+enum Mode { kMixed = 0, kMixedMaxnreg = 1, kComputeBarrier = 2 };
+
+template <int N>
+__device__ __forceinline__ void bar_sync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bar_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(N) : "memory");
+}
+
+__device__ void spin(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+// out[seg][t]: what compute thread t read for its two rows (sum), per segment
+__global__ void __launch_bounds__(kThreads, 1) probe_kernel(int mode, float* out) {
+  __shared__ float fac[kRows];
+  const int t = threadIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if (mode == kMixedMaxnreg) {
+    if (t >= kCompute) asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n" ::: "memory");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+  }
+#endif
+  for (int seg = 0; seg < kSegments; ++seg) {
+    __syncthreads();  // the previous segment is done with fac
+    if (t < kCompute) {
+      const int row = t / 4;
+      if (t % 4 == 0) fac[row] = float(1000 * seg + row);
+      if (mode == kComputeBarrier) bar_sync<kCompute>(3);
+      else bar_sync<kThreads>(2);
+      const int warp = t / 32, lane = t % 32, r0 = 16 * (warp % 4) + lane / 4;
+      out[seg * kCompute + t] = fac[r0] + fac[r0 + 8];
+    } else {
+      spin(4000);  // the producers' global round trip
+      if (mode != kComputeBarrier) bar_arrive<kThreads>(2);
+    }
+    __syncthreads();
+  }
+}
+
+class BarrierProbe : public ::testing::TestWithParam<int> {};
+
+TEST_P(BarrierProbe, ReadsTheRowsWritten) {
+  REQUIRE_GPU();
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (major != 9 || minor != 0) GTEST_SKIP() << "built for sm_90a only";
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(float) * kSegments * kCompute), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0xff, sizeof(float) * kSegments * kCompute), cudaSuccess);  // NaN poison
+  probe_kernel<<<1, kThreads>>>(GetParam(), d);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> h(kSegments * kCompute);
+  ASSERT_EQ(cudaMemcpy(h.data(), d, sizeof(float) * h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  cudaFree(d);
+  int wrong = 0;
+  for (int seg = 0; seg < kSegments; ++seg)
+    for (int t = 0; t < kCompute; ++t) {
+      const int r0 = 16 * ((t / 32) % 4) + (t % 32) / 4;
+      const float want = float(2000 * seg + 2 * r0 + 8);
+      wrong += !(h[seg * kCompute + t] == want);
+    }
+  EXPECT_EQ(wrong, 0) << "reads that missed the row written before the barrier";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, BarrierProbe, ::testing::Values(int(kMixed), int(kMixedMaxnreg), int(kComputeBarrier)),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return i.param == kMixed ? "Mixed" : i.param == kMixedMaxnreg ? "MixedMaxnreg"
+                                                                                          : "ComputeBarrier";
+                         });
+
+}  // namespace
