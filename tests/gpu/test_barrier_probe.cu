@@ -8,12 +8,19 @@
 // racecheck to see whether the tool credits that ordering:
 //   Mixed            the kernel's pattern;
 //   MixedMaxnreg     the same with the kernel's setmaxnreg split (producers 32 registers, compute 224; sm_90a);
-//   ComputeBarrier   a barrier of the 256 compute threads alone between the writes and the reads (no arrivals).
+//   ComputeBarrier   a barrier of the 256 compute threads alone between the writes and the reads (no arrivals);
+//   Pipeline         the kernel's whole stage protocol for four key steps: the producers arrive on FULL + (it & 1)
+//                    (barrier ids from registers, as in the kernel) and, before refilling a stage from step 2 on,
+//                    bar.sync on EMPTY + ((it + 1) & 1) (384 threads), on which compute warpgroup 0 arrives once past
+//                    the step's FULL; the reads follow the first FULL. The first FULL + 0 generation holds exactly the
+//                    256 compute threads and the producers' step-0 arrivals (their step-2 arrival needs EMPTY + 0,
+//                    which needs warpgroup 0 past that generation), so every write is ordered before every read.
 // Built for sm_90a only (fv_barrier_probe); skipped on other GPUs.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gpu_common.h"
@@ -21,9 +28,10 @@
 namespace {
 
 constexpr int kCompute = 256, kThreads = 512, kRows = 64, kSegments = 3;
-enum Mode { kMixed = 0, kMixedMaxnreg = 1, kComputeBarrier = 2 };
+enum Mode { kMixed = 0, kMixedMaxnreg = 1, kComputeBarrier = 2, kPipeline = 3 };
+constexpr int kFull = 2, kEmpty = 4, kEmptyThreads = 384, kSteps = 4;
 
-template <int N>
+template <int N>  // (id: a register operand unless the compiler folds it)
 __device__ __forceinline__ void bar_sync(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(N) : "memory");
 }
@@ -50,7 +58,28 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(int mode, float* out
 #endif
   for (int seg = 0; seg < kSegments; ++seg) {
     __syncthreads();  // the previous segment is done with fac
-    if (t < kCompute) {
+    if (mode == kPipeline) {
+      if (t < kCompute) {
+        if (t % 4 == 0) fac[t / 4] = float(1000 * seg + t / 4);
+#pragma unroll 1
+        for (int it = 0; it < kSteps; ++it) {
+          bar_sync<kThreads>(kFull + (it & 1));
+          if (it == 0) {
+            const int warp = t / 32, lane = t % 32, r0 = 16 * (warp % 4) + lane / 4;
+            out[seg * kCompute + t] = fac[r0] + fac[r0 + 8];
+          }
+          spin(500);  // the step's work
+          if (t < kCompute / 2 && it + 2 < kSteps) bar_arrive<kEmptyThreads>(kEmpty + (it & 1));
+        }
+      } else {
+#pragma unroll 1
+        for (int it = 0; it < kSteps; ++it) {
+          spin(it == 0 ? 4000 : 1000);  // the step's rows
+          bar_arrive<kThreads>(kFull + (it & 1));
+          if (it + 1 < kSteps && it >= 1) bar_sync<kEmptyThreads>(kEmpty + ((it + 1) & 1));
+        }
+      }
+    } else if (t < kCompute) {
       const int row = t / 4;
       if (t % 4 == 0) fac[row] = float(1000 * seg + row);
       if (mode == kComputeBarrier) bar_sync<kCompute>(3);
@@ -92,10 +121,13 @@ TEST_P(BarrierProbe, ReadsTheRowsWritten) {
   EXPECT_EQ(wrong, 0) << "reads that missed the row written before the barrier";
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, BarrierProbe, ::testing::Values(int(kMixed), int(kMixedMaxnreg), int(kComputeBarrier)),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return i.param == kMixed ? "Mixed" : i.param == kMixedMaxnreg ? "MixedMaxnreg"
-                                                                                          : "ComputeBarrier";
-                         });
+std::string mode_name(const ::testing::TestParamInfo<int>& i) {
+  static const char* const names[] = {"Mixed", "MixedMaxnreg", "ComputeBarrier", "Pipeline"};
+  return names[i.param];
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, BarrierProbe,
+                         ::testing::Values(int(kMixed), int(kMixedMaxnreg), int(kComputeBarrier), int(kPipeline)),
+                         mode_name);
 
 }  // namespace
