@@ -131,18 +131,14 @@ struct VerifyWg {
   // Measured on an H100 (bench/NOTES.md v45, ab-build x2, direct / graph us, against m64n64k16): MLA Hq=16 N=64 B=16
   // 1885-1899 / 2078-2118 vs 1926-1933 / 2153-2169, Hq=128 16179-16305 / 17508-17676 vs 16680-16768 / 17812-17956, N=8
   // B=16 278.3-278.6 vs 280.1-280.7, N=8 b1 even (40.5-40.9). (Q's first tiles held in warpgroup 0's registers for S,
-  // -DFV_MLA_QREG=1 on top, measured even or worse: N=8 B=16 284 vs 278, b1 41.2-41.4 vs 40.4-40.8.) The other kernels
-  // with NB > 1 (GQA d256: m64n128k16; the fp8 MLA kernel without producers) take it only under -DFV_PVW_ALL (compiled,
-  // not yet measured)
+  // -DFV_MLA_QREG=1 on top, measured even or worse: N=8 B=16 284 vs 278, b1 41.2-41.4 vs 40.4-40.8.) GQA d256 with
+  // m64n128k16 measured even (H100, v46: 8/1 B=16 205.3-205.7 vs 205.4-205.6 us, 16/2 B=16 382.2-382.4 vs 382.0-382.4,
+  // 8/1 b1 31.6-31.8 vs 31.7: memory-bound rows) and is not taken; the fp8 MLA producer kernel cannot (ptxas C7602:
+  // m64n256k16 at its 128-register launch)
 #if defined(FV_MLA_NO_PV256)
-  static constexpr bool PVW_MLA16 = false;
+  static constexpr bool PVW = false;
 #else
-  static constexpr bool PVW_MLA16 = MLA && !KV8 && !PROD;
-#endif
-#if defined(FV_PVW_ALL)  // (not the producer kernel: at its 128-register launch ptxas refuses m64n256k16, C7602)
-  static constexpr bool PVW = DV / 64 / 2 > 1 && !PROD;
-#else
-  static constexpr bool PVW = PVW_MLA16;
+  static constexpr bool PVW = MLA && !KV8 && !PROD;
 #endif
   static constexpr int BAR_EPI = 9;
   static constexpr uint32_t EPI_ROW = DV * 4 + 32;
