@@ -109,7 +109,7 @@ struct VerifyWg {
   static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
   static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7, BAR_S = 10;
-  static constexpr int BAR_QFAC = 11;  // (FV_QFAC_BAR only)
+  static constexpr int BAR_QFAC = 11;  // PROD with F16: the compute warps' Q factors
   // 16-bit pools: the partial rows leave through shared memory, one bulk copy (cp.async.bulk) a row, instead of 64
   // 8-byte stores a thread (each a 32-byte sector of 8 rows). H200, graph µs, against the stores (bench/NOTES.md v27):
   // N=64 B=16 -2.5%, N=8 B=16 P=256K -1.4%, P=32K -0.6%, b1 even. Not in the fp8 kernels: the producer kernel's compute
@@ -954,9 +954,15 @@ struct VerifyWg {
         diag_time(p, 1, 1, 0);
         q_to_f16(q_base, q_fac);  // (while the producers wait for the first rows)
         wg::fence_proxy_async();
-#if defined(FV_QFAC_BAR)  // (experiment, v46 racecheck report: q_fac ordered by a compute-only barrier as well)
+        // PROD: q_fac's rows reach the other compute warps through a barrier of the compute warps alone, not through
+        // the first FULL barrier that the producers' bar.arrive completes. compute-sanitizer racecheck reports q_fac's
+        // store and the first step's read as a hazard when FULL alone orders them (HopperMla's multi-segment problems,
+        // 2-3 hazards, counts varying run to run), while the same barrier protocol in isolation (fv_barrier_probe:
+        // FULL / EMPTY from registers, setmaxnreg, several segments) is clean under racecheck; with this barrier the
+        // kernel is clean too, and it costs nothing measurable (H100, v46, x3: fp8 MLA b1 46.2-46.5 vs 46.2-46.7 us,
+        // N=64 B=16 2963-2981 vs 2965-2981, N=8 B=16 393.2-395.0 vs 393.6-395.0): the compute warps would wait at FULL
+        // for the producers' first rows anyway
         if constexpr (PROD) named_sync<COMPUTE>(BAR_QFAC);
-#endif
         diag_time(p, 2, 1, 0);
       }
 
