@@ -14,7 +14,11 @@
 //                    bar.sync on EMPTY + ((it + 1) & 1) (384 threads), on which compute warpgroup 0 arrives once past
 //                    the step's FULL; the reads follow the first FULL. The first FULL + 0 generation holds exactly the
 //                    256 compute threads and the producers' step-0 arrivals (their step-2 arrival needs EMPTY + 0,
-//                    which needs warpgroup 0 past that generation), so every write is ordered before every read.
+//                    which needs warpgroup 0 past that generation), so every write is ordered before every read;
+//   MixedEarly, PipelineEarly   the same with the producers' arrival first: compute warp w spends 1000 + 500 w
+//                    cycles before its writes (some warps wait at FULL while others still write) and the producers none
+//                    before their first arrival (v44's trace of the kernel: step 0's rows land before Q's conversion
+//                    ends, so the producers arrive on FULL first). (Not yet run: v46's device time ran out.)
 // Built for sm_90a only (fv_barrier_probe); skipped on other GPUs.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -28,7 +32,7 @@
 namespace {
 
 constexpr int kCompute = 256, kThreads = 512, kRows = 64, kSegments = 3;
-enum Mode { kMixed = 0, kMixedMaxnreg = 1, kComputeBarrier = 2, kPipeline = 3 };
+enum Mode { kMixed = 0, kMixedMaxnreg = 1, kComputeBarrier = 2, kPipeline = 3, kMixedEarly = 4, kPipelineEarly = 5 };
 constexpr int kFull = 2, kEmpty = 4, kEmptyThreads = 384, kSteps = 4;
 
 template <int N>  // (id: a register operand unless the compiler folds it)
@@ -58,8 +62,10 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(int mode, float* out
 #endif
   for (int seg = 0; seg < kSegments; ++seg) {
     __syncthreads();  // the previous segment is done with fac
-    if (mode == kPipeline) {
+    const bool early = mode == kMixedEarly || mode == kPipelineEarly;
+    if (mode == kPipeline || mode == kPipelineEarly) {
       if (t < kCompute) {
+        if (early) spin(1000 + 500 * (t / 32));  // Q's conversion, warps finishing at different times
         if (t % 4 == 0) fac[t / 4] = float(1000 * seg + t / 4);
 #pragma unroll 1
         for (int it = 0; it < kSteps; ++it) {
@@ -74,12 +80,13 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(int mode, float* out
       } else {
 #pragma unroll 1
         for (int it = 0; it < kSteps; ++it) {
-          spin(it == 0 ? 4000 : 1000);  // the step's rows
+          spin(it == 0 ? (early ? 0 : 4000) : 1000);  // the step's rows
           bar_arrive<kThreads>(kFull + (it & 1));
           if (it + 1 < kSteps && it >= 1) bar_sync<kEmptyThreads>(kEmpty + ((it + 1) & 1));
         }
       }
     } else if (t < kCompute) {
+      if (early) spin(1000 + 500 * (t / 32));  // Q's conversion, warps finishing at different times
       const int row = t / 4;
       if (t % 4 == 0) fac[row] = float(1000 * seg + row);
       if (mode == kComputeBarrier) bar_sync<kCompute>(3);
@@ -87,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(int mode, float* out
       const int warp = t / 32, lane = t % 32, r0 = 16 * (warp % 4) + lane / 4;
       out[seg * kCompute + t] = fac[r0] + fac[r0 + 8];
     } else {
-      spin(4000);  // the producers' global round trip
+      if (!early) spin(4000);  // the producers' global round trip
       if (mode != kComputeBarrier) bar_arrive<kThreads>(2);
     }
     __syncthreads();
@@ -122,12 +129,13 @@ TEST_P(BarrierProbe, ReadsTheRowsWritten) {
 }
 
 std::string mode_name(const ::testing::TestParamInfo<int>& i) {
-  static const char* const names[] = {"Mixed", "MixedMaxnreg", "ComputeBarrier", "Pipeline"};
+  static const char* const names[] = {"Mixed", "MixedMaxnreg", "ComputeBarrier", "Pipeline", "MixedEarly", "PipelineEarly"};
   return names[i.param];
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, BarrierProbe,
-                         ::testing::Values(int(kMixed), int(kMixedMaxnreg), int(kComputeBarrier), int(kPipeline)),
+                         ::testing::Values(int(kMixed), int(kMixedMaxnreg), int(kComputeBarrier), int(kPipeline),
+                                           int(kMixedEarly), int(kPipelineEarly)),
                          mode_name);
 
 }  // namespace
