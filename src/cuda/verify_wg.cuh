@@ -838,19 +838,6 @@ struct VerifyWg {
     for (int nb = 0; nb < NB; ++nb) wg::fence_operands(o[nb]);
   }
 
-  // PVW: the warpgroup's P V of one k16 key step over its NB O tiles in one wgmma (b: its first V tile's descriptor), P
-  // from registers (warpgroup 0) or from the P tile (warpgroup 1)
-  __device__ static void pv_wide_rs(float (&o)[NB][32], const uint32_t (&a)[4], uint64_t b) {
-    static_assert(NB == 2 || NB == 4, "m64n128k16 or m64n256k16");
-    if constexpr (NB == 4) wg::mma_m64n256k16_rs_tb<M>(o, a, b);
-    else wg::mma_m64n128k16_rs_tb<M>(o, a, b);
-  }
-  __device__ static void pv_wide_ss(float (&o)[NB][32], uint64_t pa, uint64_t b) {
-    static_assert(NB == 2 || NB == 4, "m64n128k16 or m64n256k16");
-    if constexpr (NB == 4) wg::mma_m64n256k16_ss_tb<M>(o, pa, b);
-    else wg::mma_m64n128k16_ss_tb<M>(o, pa, b);
-  }
-
   // A warpgroup's P V: O (its NB column tiles) = O * (a0, a1) + P V, mma(nb, kk) issuing the wgmma of column
   // tile nb and key step kk; fp8 MLA: the next step's rows are widened while the wgmmas run (widen_next)
   struct NoOp {
@@ -1222,7 +1209,7 @@ struct VerifyWg {
             s, step, it, smem, o, alpha[0], alpha[1],
             [&](int nb, int kk) {
               if constexpr (PVW) {
-                if (nb == 0) pv_wide_rs(o, a[kk], wg::desc_plus(vd0, V_OFF + 2048 * kk));
+                if (nb == 0) wg::mma_pv_wide_rs_tb<M>(o, a[kk], wg::desc_plus(vd0, V_OFF + 2048 * kk));
               } else {
                 const uint32_t off = V_OFF + nb * TILE + 2048 * kk;
                 wg::mma_m64n64k16_rs_tb<M>(o[nb], a[kk], wg::desc_plus(vd0, off));
@@ -1246,7 +1233,8 @@ struct VerifyWg {
         pv(s, step, it, smem, o, alpha_s[row_of[0]], alpha_s[row_of[1]], [&](int nb, int kk) {
           if constexpr (PVW) {
             if (nb == 0)
-              pv_wide_ss(o, wg::desc_plus(pd0, 32 * kk), wg::desc_plus(vd0, V_OFF + NB * TILE + 2048 * kk));
+              wg::mma_pv_wide_ss_tb<M>(o, wg::desc_plus(pd0, 32 * kk),
+                                       wg::desc_plus(vd0, V_OFF + NB * TILE + 2048 * kk));
           } else {
             const uint32_t off = V_OFF + (NB + nb) * TILE + 2048 * kk;
             wg::mma_m64n64k16_ss_tb<M>(o[nb], wg::desc_plus(pd0, 32 * kk), wg::desc_plus(vd0, off));

@@ -249,34 +249,17 @@ __device__ __forceinline__ void mma_m64n64k32_e4m3_ss(float (&d)[32], uint64_t d
                ", p, 1, 1, 0, 1;\n}\n"                                                                    \
                : OPS                                                                                  \
                : "l"(desc_a), "l"(desc_b), "r"(1))
-template <class T>
-__device__ __forceinline__ void mma_m64n128k16_rs_tb(float (&d)[2][32], const uint32_t (&a)[4], uint64_t desc_b) {
+// O (NT column tiles) += P V with one m64n128k16 (NT = 2) or m64n256k16 (NT = 4); A from registers
+template <class T, int NT>
+__device__ __forceinline__ void mma_pv_wide_rs_tb(float (&d)[NT][32], const uint32_t (&a)[4], uint64_t desc_b) {
+  static_assert(NT == 2 || NT == 4, "m64n128k16 or m64n256k16");
 #if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (NT == 2 && kBf16)
     FV_WG_PV_RS("m64n128k16", "bf16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66, 67, 68, 69);
-  else
+  else if constexpr (NT == 2)
     FV_WG_PV_RS("m64n128k16", "f16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66, 67, 68, 69);
-#else
-  (void)d, (void)a, (void)desc_b;
-  FV_WG_UNAVAILABLE();
-#endif
-}
-template <class T>
-__device__ __forceinline__ void mma_m64n128k16_ss_tb(float (&d)[2][32], uint64_t desc_a, uint64_t desc_b) {
-#if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    FV_WG_PV_SS("m64n128k16", "bf16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66);
-  else
-    FV_WG_PV_SS("m64n128k16", "f16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66);
-#else
-  (void)d, (void)desc_a, (void)desc_b;
-  FV_WG_UNAVAILABLE();
-#endif
-}
-template <class T>
-__device__ __forceinline__ void mma_m64n256k16_rs_tb(float (&d)[4][32], const uint32_t (&a)[4], uint64_t desc_b) {
-#if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+  else if constexpr (kBf16)
     FV_WG_PV_RS("m64n256k16", "bf16", FV_WG_D128_LIST, FV_WG_D_TILES_4, 128, 129, 130, 131, 132, 133);
   else
     FV_WG_PV_RS("m64n256k16", "f16", FV_WG_D128_LIST, FV_WG_D_TILES_4, 128, 129, 130, 131, 132, 133);
@@ -285,10 +268,17 @@ __device__ __forceinline__ void mma_m64n256k16_rs_tb(float (&d)[4][32], const ui
   FV_WG_UNAVAILABLE();
 #endif
 }
-template <class T>
-__device__ __forceinline__ void mma_m64n256k16_ss_tb(float (&d)[4][32], uint64_t desc_a, uint64_t desc_b) {
+// ... A from shared memory (desc_a)
+template <class T, int NT>
+__device__ __forceinline__ void mma_pv_wide_ss_tb(float (&d)[NT][32], uint64_t desc_a, uint64_t desc_b) {
+  static_assert(NT == 2 || NT == 4, "m64n128k16 or m64n256k16");
 #if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (NT == 2 && kBf16)
+    FV_WG_PV_SS("m64n128k16", "bf16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66);
+  else if constexpr (NT == 2)
+    FV_WG_PV_SS("m64n128k16", "f16", FV_WG_D64_LIST, FV_WG_D_TILES_2, 64, 65, 66);
+  else if constexpr (kBf16)
     FV_WG_PV_SS("m64n256k16", "bf16", FV_WG_D128_LIST, FV_WG_D_TILES_4, 128, 129, 130);
   else
     FV_WG_PV_SS("m64n256k16", "f16", FV_WG_D128_LIST, FV_WG_D_TILES_4, 128, 129, 130);

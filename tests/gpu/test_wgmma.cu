@@ -61,13 +61,8 @@ __device__ void wide_pv(const uint32_t (&a)[4][4], uint32_t ks, uint32_t ps, uin
       for (int kk = 0; kk < 4; ++kk) {
         const uint64_t db = fv::wg::desc_sw128(ks + NT * h * kTileBytes + kk * 2048, mn_lbo, mn_sbo);
         const uint64_t da = fv::wg::desc_sw128(ps + 32 * kk, 16, 1024);
-        if constexpr (NT == 4) {
-          if (form == 0) fv::wg::mma_m64n256k16_rs_tb<T>(o, a[kk], db);
-          else fv::wg::mma_m64n256k16_ss_tb<T>(o, da, db);
-        } else {
-          if (form == 0) fv::wg::mma_m64n128k16_rs_tb<T>(o, a[kk], db);
-          else fv::wg::mma_m64n128k16_ss_tb<T>(o, da, db);
-        }
+        if (form == 0) fv::wg::mma_pv_wide_rs_tb<T>(o, a[kk], db);
+        else fv::wg::mma_pv_wide_ss_tb<T>(o, da, db);
       }
       fv::wg::commit();
       fv::wg::wait<0>();
