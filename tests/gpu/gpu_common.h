@@ -1,6 +1,7 @@
 // Shared by the GPU test files: the GPU-availability skip and the comparison against the float64 oracle.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,6 +60,15 @@ inline void check_device_outputs(const fvt::HostProblem& hp, const fvt::DevicePr
   fvt::GpuRun r;
   ASSERT_TRUE(dp.download(&r.out, &r.lse, nullptr, &hp)) << dp.error();
   check_against_oracle(hp, ref, r, label.c_str(), out_cmp);
+}
+
+// Whether the current GPU is an sm_90 one (the tests built for sm_90a only: wgmma, setmaxnreg)
+inline bool on_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
 }
 
 }  // namespace fvg

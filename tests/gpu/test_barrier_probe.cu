@@ -105,11 +105,7 @@ class BarrierProbe : public ::testing::TestWithParam<int> {};
 
 TEST_P(BarrierProbe, ReadsTheRowsWritten) {
   REQUIRE_GPU();
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (major != 9 || minor != 0) GTEST_SKIP() << "built for sm_90a only";
+  if (!fvg::on_sm90()) GTEST_SKIP() << "built for sm_90a only";
   float* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, sizeof(float) * kSegments * kCompute), cudaSuccess);
   ASSERT_EQ(cudaMemset(d, 0xff, sizeof(float) * kSegments * kCompute), cudaSuccess);  // NaN poison

@@ -252,14 +252,6 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   return err;
 }
 
-bool on_sm90() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
-}
-
 template <class T>
 void check_tile(const char* name) {
   // fp32 accumulation of 576 (S) and 64 (O) products of 16-bit values: relative L2 errors near 1e-6 (the
@@ -288,7 +280,7 @@ void check_tile(const char* name) {
 
 TEST(Wgmma, MlaTileProductsMatchFloat64) {
   REQUIRE_GPU();
-  if (!on_sm90()) GTEST_SKIP() << "wgmma needs an sm_90 GPU";
+  if (!fvg::on_sm90()) GTEST_SKIP() << "wgmma needs an sm_90 GPU";
   check_tile<__nv_bfloat16>("bf16");
   check_tile<__half>("fp16");
 }
