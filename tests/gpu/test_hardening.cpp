@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -934,10 +935,25 @@ bool hopper_mla_kernel_here() {
   int dev = 0;
   cudaDeviceProp prop{};
   if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
-  const std::string info = fv_build_info();  // "..., sm 80 86 89 90 120"
+  if (prop.major != 9 || prop.minor != 0) return false;
+  // "..., sm 80,86,89,90,120" (CMakeLists.txt: CMAKE_CUDA_ARCHITECTURES without -real / -virtual, comma-separated).
+  // Until v47 this looked for " 90 " between spaces, which only a build for sm_90 alone matched: with the default
+  // architecture list every `if (hopper)` check below was skipped without a word
+  const std::string info = fv_build_info();
   const size_t at = info.find(", sm ");
-  return prop.major == 9 && prop.minor == 0 && at != std::string::npos &&
-         (" " + info.substr(at + 5) + " ").find(" 90 ") != std::string::npos;
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "fv_build_info() has no architecture list: " << info;
+    return false;
+  }
+  std::string list = info.substr(at + 5);
+  for (char& c : list)
+    if (c == ',' || c == ';') c = ' ';
+  std::istringstream tokens(list);
+  for (std::string a; tokens >> a;)
+    if (a == "90" || a == "90a") return true;
+  std::printf("[ note     ] an sm_90 device, but the library has no sm_90 code (%s): the Hopper kernels' checks do not "
+              "apply\n", info.c_str());
+  return false;
 }
 
 // The Hopper MLA kernel's fp8 pools with a bf16 model multiply in fp16 (verify_wg.cuh, F16), each case against the
