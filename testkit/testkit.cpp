@@ -521,6 +521,22 @@ Comparison compare(const HostProblem& hp, const std::vector<float>& got, const s
   }
   c.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   if (c.nan_count > 0) c.rel_l2 = std::numeric_limits<double>::infinity();
+  const int64_t row_elems = int64_t(hp.spec.hq) * hp.spec.dv;
+  for (size_t b = 0; b + 1 < hp.qo_indptr.size(); ++b) {
+    double rn = 0, rd = 0;
+    bool nan = false;
+    for (int64_t e = hp.qo_indptr[b] * row_elems; e < hp.qo_indptr[b + 1] * row_elems; ++e) {
+      const double g = got[e], r = ref.out[e];
+      nan |= std::isnan(g);
+      rn += (g - r) * (g - r);
+      rd += r * r;
+    }
+    const double rel = nan ? std::numeric_limits<double>::infinity() : rd > 0 ? std::sqrt(rn / rd) : std::sqrt(rn);
+    if (c.worst_req < 0 || rel > c.req_rel_l2) {
+      c.req_rel_l2 = rel;
+      c.worst_req = int64_t(b);
+    }
+  }
   if (hp.spec.want_lse && !got_lse.empty()) {
     for (size_t e = 0; e < ref.lse.size(); ++e) {
       const float g = got_lse[e], r = ref.lse[e];

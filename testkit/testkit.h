@@ -161,6 +161,11 @@ struct Comparison {
   int64_t nan_count = 0, checked = 0;
   double lse_max_abs = 0;
   int64_t lse_bad = 0;  // NaN or a -inf disagreement
+  // the largest relative L2 error of one request's rows (its tokens x Hq x Dv), and which request: rel_l2 over the
+  // whole batch lets requests with large outputs (short prefixes) hide a wrong one with small outputs (long prefixes:
+  // the output's norm shrinks as the softmax spreads), e.g. a long request's rows all zero next to a padded request
+  double req_rel_l2 = 0;
+  int64_t worst_req = -1;
   std::string where(const HostProblem& hp) const;  // "t=3 h=5 d=17"
 };
 // got: [T, Hq, Dv] floats (padding removed)

@@ -427,6 +427,12 @@ TEST(Oracle, PoisonedUnusedSlotsNeverLeak) {
   for (double x : r.out) ASSERT_TRUE(std::isfinite(x));
 }
 
+std::vector<float> as_floats(const std::vector<uint16_t>& bits) {
+  std::vector<float> f(bits.size());
+  for (size_t e = 0; e < bits.size(); ++e) f[e] = float(fvt::bits_to_float(bits[e], FV_DTYPE_BF16));
+  return f;
+}
+
 TEST(Oracle, OutputDtypesRoundTheSameValues) {
   HostProblem hp = fvt::make_problem(random_spec(false, 29));
   const fvt::Reference ref = oracle(hp);
@@ -435,10 +441,33 @@ TEST(Oracle, OutputDtypesRoundTheSameValues) {
   fvt::Pointers p = fvt::host_pointers(hp, st, out.data(), nullptr);
   fv_args a = fvt::make_args(hp, p, FV_DEVICE_CPU, FV_IMPL_ORACLE, 0);  // bf16 out
   ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
-  for (size_t e = 0; e < out.size(); ++e) {
-    const double got = fvt::bits_to_float(out[e], FV_DTYPE_BF16);
-    ASSERT_LE(std::fabs(got - ref.out[e]), std::fabs(ref.out[e]) * (1.0 / 256) + 1e-30) << e;
-  }
+  // the float64 result rounded once to nearest (even on ties), not merely a neighbouring bf16 value
+  for (size_t e = 0; e < out.size(); ++e) ASSERT_EQ(out[e], fv::round_to_bf16(ref.out[e])) << e << ": " << ref.out[e];
+  const fvt::Comparison c = fvt::compare(hp, as_floats(out), {}, ref);
+  EXPECT_LE(c.rel_l2, 1.0 / 256);
+}
+
+// fvt::compare's per-request error: a request whose rows are all wrong is found even where the batch's relative L2
+// error stays under the tests' 1e-2 bound (the long request's outputs are small beside the short ones')
+TEST(Comparison, OneWrongRequestIsNotHiddenByTheBatch) {
+  CaseSpec s = fvt::uniform_spec(false, 4, 1, 64, 2, 1, 2);
+  s.prefix = {-1, 20000};  // a padded request (prefix 1 at slot 0) and a long one
+  s.draft = {2, 1};
+  const HostProblem hp = fvt::make_problem(s);
+  const fvt::Reference ref = oracle(hp);
+  std::vector<float> got(ref.out.begin(), ref.out.end());
+  fvt::Comparison c = fvt::compare(hp, got, {}, ref);
+  EXPECT_LT(c.req_rel_l2, 1e-6);  // float rounding only
+  const int64_t row = int64_t(hp.spec.hq) * hp.spec.dv;
+  for (int64_t e = hp.qo_indptr[1] * row; e < hp.qo_indptr[2] * row; ++e) got[e] = 0.f;  // request 1: all zero
+  c = fvt::compare(hp, got, {}, ref);
+  EXPECT_EQ(c.worst_req, 1);
+  EXPECT_DOUBLE_EQ(c.req_rel_l2, 1.0);
+  EXPECT_LT(c.rel_l2, 1e-2) << "the batch figure alone would have passed this";
+  got[0] = std::numeric_limits<float>::quiet_NaN();  // a NaN in request 0
+  c = fvt::compare(hp, got, {}, ref);
+  EXPECT_EQ(c.worst_req, 0);
+  EXPECT_TRUE(std::isinf(c.req_rel_l2));
 }
 
 }  // namespace

@@ -46,9 +46,12 @@ inline bool check_against_oracle(const fvt::HostProblem& hp, const fvt::Referenc
   EXPECT_EQ(c.nan_count, 0) << impl << ": " << c.nan_count << " NaN outputs, first at " << c.where(hp);
   EXPECT_LE(c.rel_l2, kMaxRelL2) << impl << ": rel L2 " << c.rel_l2 << ", worst at " << c.where(hp) << " got "
                                  << c.worst_got << " want " << c.worst_ref;
+  EXPECT_LE(c.req_rel_l2, kMaxRelL2) << impl << ": request " << c.worst_req << " alone has rel L2 " << c.req_rel_l2
+                                     << " (the batch: " << c.rel_l2 << ")";
   EXPECT_EQ(c.lse_bad, 0) << impl << ": LSE NaN or -inf mismatch in " << c.lse_bad << " rows";
   EXPECT_LE(c.lse_max_abs, kMaxLseAbs) << impl << ": LSE off by " << c.lse_max_abs;
-  return c.nan_count == 0 && c.rel_l2 <= kMaxRelL2 && c.lse_bad == 0 && c.lse_max_abs <= kMaxLseAbs;
+  return c.nan_count == 0 && c.rel_l2 <= kMaxRelL2 && c.req_rel_l2 <= kMaxRelL2 && c.lse_bad == 0 &&
+         c.lse_max_abs <= kMaxLseAbs;
 }
 
 // Downloads the outputs `dp` holds for problem `hp` (the one it was built with or last uploaded) and checks

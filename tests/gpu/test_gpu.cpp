@@ -144,7 +144,7 @@ TEST_F(RandomProblems, FastAndNaiveMatchOracle) {
   std::printf("[ seed     ] FV_SEED=%llu on %s\n", static_cast<unsigned long long>(seed), fvt::gpu_name().c_str());
   const int n = num_cases();
   int failures = 0;
-  double worst_fast = 0, worst_naive = 0, worst_ratio = 0;
+  double worst_fast = 0, worst_naive = 0, worst_ratio = 0, worst_req_fast = 0, worst_req_naive = 0;
   for (int idx = 0; idx < n; ++idx) {
     const CaseSpec spec = sweep_case(idx, seed);
     SCOPED_TRACE("case " + std::to_string(idx) + ": " + spec.describe());
@@ -165,6 +165,8 @@ TEST_F(RandomProblems, FastAndNaiveMatchOracle) {
     }
     worst_fast = std::max(worst_fast, o.fast.rel_l2);
     worst_naive = std::max(worst_naive, o.naive.rel_l2);
+    worst_req_fast = std::max(worst_req_fast, o.fast.req_rel_l2);
+    worst_req_naive = std::max(worst_req_naive, o.naive.req_rel_l2);
     const bool failed = !ok;
     failures += failed;
     std::printf("[ case %3d ] %-100s fast %.2e (max %.1e at %s) naive %.2e lse %.1e %s\n", idx,
@@ -176,8 +178,9 @@ TEST_F(RandomProblems, FastAndNaiveMatchOracle) {
                    failed ? "FAIL" : "ok");
   }
   if (std::FILE* f = report()) std::fflush(f);
-  std::printf("[ summary  ] %d random problems, %d failed; worst rel L2: fast %.2e, naive %.2e; worst fast/naive %.2f\n",
-              n, failures, worst_fast, worst_naive, worst_ratio);
+  std::printf("[ summary  ] %d random problems, %d failed; worst rel L2: fast %.2e, naive %.2e; worst fast/naive %.2f; "
+              "worst single request: fast %.2e, naive %.2e\n",
+              n, failures, worst_fast, worst_naive, worst_ratio, worst_req_fast, worst_req_naive);
 }
 
 CaseSpec fixed_case(bool mla, int profile, uint64_t seed) {
