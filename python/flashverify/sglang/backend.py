@@ -10,22 +10,28 @@ both generations of CUDA-graph hooks and every other mode stay SGLang's own code
 
 Environment:
   FLASHVERIFY_DISABLE=1   never serve (everything goes to Triton)
-  FLASHVERIFY_SHADOW=N    every N-th served eager call also runs Triton into a scratch output, logs the
-                          difference, and on a mismatch keeps Triton's result and sends every later eager
-                          call to Triton. A mismatch: relative L2 difference over the call above 2e-2
+  FLASHVERIFY_SHADOW=N    on average every N-th served call (N = 1: every one) that is not being captured
+                          into a CUDA graph also runs Triton into a scratch output, logs the difference, and
+                          on a mismatch keeps Triton's result and sends every later eager call to Triton. The
+                          gap between two checks is drawn from 1 .. 2N - 1, so that a period shared with the
+                          model's layer count cannot check the same layers on every step. A mismatch: relative L2 difference over the call above 2e-2
                           (6e-2 with an fp8 KV cache, which Triton reads with q rounded to fp8), or above
                           4x that in any one token's row. CUDA-graph replays never pass through Python:
                           graphs captured before a mismatch keep running flashverify until SGLang captures
                           them again, so shadow-check a deployment that uses CUDA graphs with
                           --disable-cuda-graph, or read a mismatch as "restart without flashverify".
-`stats` counts served calls, fallbacks by reason, and shadow checks.
+`stats` counts served calls, fallbacks by reason, and shadow checks. A fallback's reason is logged once, at
+WARNING where the library refused the call (with the library's message, which names the argument), at INFO
+for calls flashverify does not serve by design (other forward modes, score_mod, ...).
 """
 from __future__ import annotations
 
 import collections
 import inspect
 import logging
+import math
 import os
+import random
 from typing import Optional
 
 import torch
@@ -57,11 +63,25 @@ def _as_slot_rows(buf: torch.Tensor) -> Optional[torch.Tensor]:
 
 
 def _scalar(x) -> float:
-    # k_scale / v_scale arrive as None, a float, or a 0-d / 1-element tensor (a host read only then; SGLang
-    # keeps them on the host for Triton's own launch, which takes them as scalars)
+    # k_scale / v_scale arrive as None or a host number (SGLang passes layer.k_scale_float); a CUDA tensor goes to
+    # Triton before this is reached (_unsupported: "scale_tensor"), as reading it would sync the host
     if x is None:
         return 1.0
     return float(x)
+
+
+def _device_scalar(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.device.type != "cpu"
+
+
+def _shadow_every_from_env() -> int:
+    raw = os.environ.get("FLASHVERIFY_SHADOW", "0") or "0"
+    try:
+        n = int(raw)
+    except ValueError:
+        logger.warning("flashverify: FLASHVERIFY_SHADOW=%r is not a whole number: shadow checks are off", raw)
+        return 0
+    return max(n, 0)
 
 
 class FlashVerifyBackend(TritonAttnBackend):
@@ -70,14 +90,19 @@ class FlashVerifyBackend(TritonAttnBackend):
         self._triton_extend = self.extend_attention_fwd
         self._triton_signature = inspect.signature(
             getattr(self._triton_extend, "__wrapped__", self._triton_extend))
-        self.extend_attention_fwd = self._extend_dispatch
+        # (as the parent's Triton function: torch.compile must not trace the ctypes call and the counters)
+        _no_compile = getattr(getattr(torch, "compiler", None), "disable", None)
+        self.extend_attention_fwd = _no_compile(self._extend_dispatch) if _no_compile else self._extend_dispatch
         self._target_verify = False
         self._disabled = os.environ.get("FLASHVERIFY_DISABLE", "") == "1"
-        self._shadow_every = int(os.environ.get("FLASHVERIFY_SHADOW", "0") or 0)
+        self._shadow_every = _shadow_every_from_env()
+        self._shadow_rng = random.Random(0x5eed)
+        self._shadow_next = self._shadow_gap()
         self._served = 0
         self._workspace: Optional[Workspace] = None
-        # buffers replaced by larger ones (workspaces, window-offset copies) stay alive: a captured graph may still
-        # use them
+        self._workspace_in_graph = False  # whether a CUDA graph was captured with the current workspace
+        # buffers replaced by larger ones that a captured graph may still use (workspaces used under capture,
+        # window-offset copies) stay alive; a workspace no graph used is released when a larger one replaces it
         self._retired = []
         self._ws_need = {}
         self._logged = set()
@@ -129,19 +154,27 @@ class FlashVerifyBackend(TritonAttnBackend):
         return start
 
     def _set_workspace(self, ws: Workspace) -> None:
-        if self._workspace is not None:
+        if self._workspace is not None and self._workspace_in_graph:
             self._retired.append(self._workspace)
         self._workspace = ws
+        self._workspace_in_graph = False
+
+    def _shadow_gap(self) -> int:
+        n = self._shadow_every
+        return n if n <= 1 else self._shadow_rng.randint(1, 2 * n - 1)
 
     # ---- dispatch ----------------------------------------------------------------------------------
-    def _log_once(self, key: str, msg: str) -> None:
+    def _log_once(self, key: str, msg: str, level: int = logging.INFO) -> None:
         if key not in self._logged:
             self._logged.add(key)
-            logger.info(msg)
+            logger.log(level, msg)
 
-    def _fallback(self, reason: str, args, kwargs):
+    def _fallback(self, reason: str, args, kwargs, error: Optional[BaseException] = None):
         stats["fallback:" + reason] += 1
-        if reason != "not-target-verify":
+        if error is not None:
+            self._log_once("fb:" + reason, f"flashverify: falling back to Triton for {reason}: {error}",
+                           logging.WARNING)
+        elif reason != "not-target-verify":
             self._log_once("fb:" + reason, f"flashverify: falling back to Triton for {reason}")
         return self._triton_extend(*args, **kwargs)
 
@@ -164,6 +197,11 @@ class FlashVerifyBackend(TritonAttnBackend):
             return "head_dim"
         if a["custom_mask"] is None and not a["is_causal"]:
             return "non_causal"
+        if _device_scalar(a.get("k_scale")) or _device_scalar(a.get("v_scale")):
+            return "scale_tensor"  # (reading it would sync the host, and cannot happen under capture)
+        if any(x is not None and not isinstance(x, torch.Tensor) and float(x) == 0.0
+               for x in (a.get("k_scale"), a.get("v_scale"))):
+            return "zero_scale"  # (Triton multiplies by 0; the C ABI reads 0 as "no scale", i.e. 1)
         return None
 
     def _extend_dispatch(self, *args, **kwargs):
@@ -191,7 +229,13 @@ class FlashVerifyBackend(TritonAttnBackend):
             v_ext = k_ext[..., :512]
         batch = a["qo_indptr"].shape[0] - 1
         max_draft = int(a["max_len_extend"])
-        ws = self._ensure_workspace(q, k_ext, v_ext, batch, max_draft, mask="bytes" if a["custom_mask"] is not None else "causal")
+        try:
+            ws = self._ensure_workspace(q, k_ext, v_ext, batch, max_draft,
+                                        mask="bytes" if a["custom_mask"] is not None else "causal")
+        except (_lib.FlashVerifyError, _lib.LibraryNotFound, ValueError, TypeError) as e:
+            # (the library cannot size this problem: e.g. FV_ERR_NO_DEVICE on a GPU older than sm_80, a head count
+            # it does not take, or the library missing)
+            return self._fallback(f"workspace-size:{type(e).__name__}:{getattr(e, 'status', '')}", args, kwargs, e)
         if ws is None:
             return self._fallback("workspace", args, kwargs)
         # SGLang's per-layer score modifiers, passed through (SGLang's order and conventions)
@@ -207,18 +251,23 @@ class FlashVerifyBackend(TritonAttnBackend):
             verify_attention(
                 q, k_ext, v_ext, k_buf, v_buf, a["qo_indptr"], a["kv_indptr"], a["kv_indices"],
                 custom_mask=a["custom_mask"], mask_indptr=a["mask_indptr"] if a["custom_mask"] is not None else None,
-                causal=a["custom_mask"] is None, sm_scale=float(a["sm_scale"]), max_draft=max_draft,
+                causal=a["custom_mask"] is None, sm_scale=_triton_sm_scale(a["sm_scale"], q), max_draft=max_draft,
                 workspace=ws, out=o, sinks=sinks, window_kv_offsets=woff,
                 logit_cap=float(a.get("logit_cap") or 0.0), sliding_window=window,
                 xai_temperature_len=int(a.get("xai_temperature_len") or -1),
                 k_scale=_scalar(a.get("k_scale")), v_scale=_scalar(a.get("v_scale")))
         except (_lib.FlashVerifyError, ValueError, TypeError, RuntimeError) as e:
-            # (RuntimeError: e.g. a scale given as a CUDA tensor, which cannot be read under graph capture)
-            return self._fallback(f"error:{type(e).__name__}:{getattr(e, 'status', '')}", args, kwargs)
+            return self._fallback(f"error:{type(e).__name__}:{getattr(e, 'status', '')}", args, kwargs, e)
         stats["served"] += 1
         self._served += 1
-        if self._shadow_every and self._served % self._shadow_every == 0 and not torch.cuda.is_current_stream_capturing():
-            self._shadow_check(args, kwargs, o)
+        capturing = torch.cuda.is_current_stream_capturing()
+        if capturing:
+            self._workspace_in_graph = True
+        elif self._shadow_every:
+            self._shadow_next -= 1
+            if self._shadow_next <= 0:
+                self._shadow_next = self._shadow_gap()
+                self._shadow_check(args, kwargs, o)
         return o
 
     def _sinks_fp32(self, sinks: torch.Tensor) -> torch.Tensor:
@@ -294,6 +343,11 @@ class FlashVerifyBackend(TritonAttnBackend):
                          err, row_err, tol, SHADOW_ROW_FACTOR * tol)
             o.copy_(ref)
             self._disabled = True
+
+
+def _triton_sm_scale(sm_scale, q: torch.Tensor) -> float:
+    # SGLang's extend kernel: `sm_scale = sm_scale or 1.0 / (Lq**0.5)` (None and 0 both mean 1 / sqrt(q's head dim))
+    return float(sm_scale) if sm_scale else 1.0 / math.sqrt(q.shape[-1])
 
 
 def shadow_errors(o: torch.Tensor, ref: torch.Tensor):

@@ -1,0 +1,188 @@
+"""FlashVerifyBackend's own decisions, without a GPU and without SGLang: the fallback rules that do not need a
+kernel (zero or device-tensor scales, a library that cannot size the workspace), the scale default SGLang's
+Triton kernel applies, when a replaced workspace is kept alive, the FLASHVERIFY_SHADOW parsing and the shadow
+checks' cadence. Where SGLang is not installed its TritonAttnBackend is replaced by a stub holding the real
+function's signature (modal-projects/sglang 8905cbd42, python/sglang/kernels/ops/attention/extend_attention.py);
+on the GPU machine, where the stub kit provides SGLang, the real class is the parent. Needs torch (CPU is
+enough): skipped with the reason without it."""
+import logging
+import math
+import sys
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+
+def extend_attention_fwd(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr,
+                         kv_indices, custom_mask, is_causal, mask_indptr, max_len_extend, k_scale, v_scale,
+                         sm_scale=None, logit_cap=0.0, skip_prefix_custom_mask=True, sliding_window_size=-1,
+                         sinks=None, window_kv_offsets=None, xai_temperature_len=-1, lse_extend=None,
+                         skip_prefix=False, skip_extend=False, page_size: int = 1, score_mod=None,
+                         aux_tensors=None):
+    """SGLang's signature; the stub's Triton: records the call and writes 7 into the output."""
+    TRITON_CALLS.append(o_extend)
+    o_extend.fill_(7.0)
+
+
+TRITON_CALLS = []
+
+
+def _sglang_present() -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec("sglang.srt.layers.attention.triton_backend") is not None
+    except ImportError:  # no sglang, or only the extracted Triton kernels (a partial `sglang` package)
+        return False
+
+
+if _sglang_present():
+    pytest.skip("SGLang is installed: its backend tests (python/tests/sglang_kit) cover the real parent",
+                allow_module_level=True)
+
+STUB_NAMES = ("sglang", "sglang.srt", "sglang.srt.layers", "sglang.srt.layers.attention",
+              "sglang.srt.layers.attention.triton_backend")
+
+
+@pytest.fixture(scope="module")
+def B():
+    """flashverify.sglang.backend imported over the stub parent; afterwards sys.modules is as it was (other tests
+    check that `import flashverify` does not pull the backend in)."""
+    saved = {n: sys.modules.get(n) for n in STUB_NAMES + ("flashverify.sglang", "flashverify.sglang.backend")}
+
+    class TritonAttnBackend:
+        def __init__(self, model_runner, *args, **kwargs):
+            self.extend_attention_fwd = extend_attention_fwd
+            self.num_draft_tokens = 4
+
+    for name in STUB_NAMES[:-1]:
+        sys.modules.setdefault(name, types.ModuleType(name))
+    mod = types.ModuleType(STUB_NAMES[-1])
+    mod.TritonAttnBackend = TritonAttnBackend
+    sys.modules[STUB_NAMES[-1]] = mod
+    try:
+        from flashverify.sglang import backend
+        yield backend
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = old
+
+
+from flashverify import _lib  # noqa: E402
+
+
+def make_backend(B, monkeypatch, shadow=None):
+    if shadow is None:
+        monkeypatch.delenv("FLASHVERIFY_SHADOW", raising=False)
+    else:
+        monkeypatch.setenv("FLASHVERIFY_SHADOW", shadow)
+    monkeypatch.delenv("FLASHVERIFY_DISABLE", raising=False)
+    be = B.FlashVerifyBackend(model_runner=None)
+    be._target_verify = True
+    return be
+
+
+def call_args(**over):
+    """A target-verify call in SGLang's argument names: MLA shapes, 2 requests of 4 draft tokens."""
+    t, hq = 8, 16
+    a = dict(q_extend=torch.randn(t, hq, 576, dtype=torch.bfloat16),
+             k_extend=torch.randn(t, 1, 576, dtype=torch.bfloat16),
+             v_extend=torch.randn(t, 1, 512, dtype=torch.bfloat16),
+             o_extend=torch.zeros(t, hq, 512, dtype=torch.bfloat16),
+             k_buffer=torch.randn(64, 1, 576, dtype=torch.bfloat16),
+             qo_indptr=torch.tensor([0, 4, 8], dtype=torch.int32),
+             kv_indptr=torch.tensor([0, 10, 20], dtype=torch.int32),
+             kv_indices=torch.arange(20, dtype=torch.int64),
+             custom_mask=None, is_causal=True, mask_indptr=None, max_len_extend=4, k_scale=1.0, v_scale=1.0)
+    a["v_buffer"] = a["k_buffer"][..., :512]
+    a.update(over)
+    return a
+
+
+def test_sm_scale_defaults_as_sglangs_triton_kernel(B):
+    q = torch.zeros(2, 3, 576)
+    assert B._triton_sm_scale(None, q) == pytest.approx(1 / math.sqrt(576))
+    assert B._triton_sm_scale(0.0, q) == pytest.approx(1 / math.sqrt(576))
+    assert B._triton_sm_scale(0.125, q) == 0.125
+
+
+@pytest.mark.parametrize("over,reason", [
+    (dict(k_scale=0.0), "zero_scale"),
+    (dict(v_scale=0), "zero_scale"),
+    (dict(k_scale=torch.ones((), device="meta")), "scale_tensor"),
+])
+def test_scales_triton_reads_differently_go_to_triton(B, monkeypatch, over, reason):
+    be = make_backend(B, monkeypatch)
+    TRITON_CALLS.clear()
+    before = B.stats["fallback:" + reason]
+    a = call_args(**over)
+    be._extend_dispatch(**a)
+    assert B.stats["fallback:" + reason] == before + 1
+    assert len(TRITON_CALLS) == 1 and bool((a["o_extend"] == 7).all())
+
+
+def test_workspace_sizing_error_falls_back_with_the_message(B, monkeypatch, caplog):
+    be = make_backend(B, monkeypatch)
+
+    def refuse(*args, **kwargs):
+        raise _lib.FlashVerifyError(9, "head_dim_qk = 576 needs sm_80 or newer (test)")
+
+    monkeypatch.setattr(B.Workspace, "required_bytes", staticmethod(refuse))
+    TRITON_CALLS.clear()
+    a = call_args()
+    with caplog.at_level(logging.INFO, logger=B.__name__):
+        be._extend_dispatch(**a)
+        be._extend_dispatch(**call_args())
+    assert len(TRITON_CALLS) == 2 and bool((a["o_extend"] == 7).all())
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "needs sm_80" in r.getMessage()]
+    assert len(warned) == 1, [r.getMessage() for r in caplog.records]  # once, with the library's message
+
+
+def test_a_replaced_workspace_stays_alive_only_if_a_graph_used_it(B, monkeypatch):
+    be = make_backend(B, monkeypatch)
+
+    class Ws:
+        def __init__(self, n):
+            self.nbytes = n
+
+    first, second, third = Ws(1), Ws(2), Ws(3)
+    be._set_workspace(first)
+    be._set_workspace(second)  # `first` served no captured graph: released
+    assert first not in be._retired
+    be._workspace_in_graph = True  # what a call served under capture sets
+    be._set_workspace(third)
+    assert second in be._retired and be._workspace is third and not be._workspace_in_graph
+
+
+@pytest.mark.parametrize("raw,want", [("", 0), ("0", 0), ("1", 1), ("5", 5), ("-3", 0), ("yes", 0)])
+def test_shadow_setting(B, monkeypatch, caplog, raw, want):
+    with caplog.at_level(logging.WARNING, logger=B.__name__):
+        be = make_backend(B, monkeypatch, shadow=raw)
+    assert be._shadow_every == want
+    assert any("FLASHVERIFY_SHADOW" in r.getMessage() for r in caplog.records) == (raw == "yes")
+
+
+def test_shadow_cadence_is_not_locked_to_the_layer_count(B, monkeypatch):
+    # 61 layers a step (DeepSeek-V3), a check on average every 61st call: a fixed period would check one layer
+    # on every step; the drawn gaps reach many
+    be = make_backend(B, monkeypatch, shadow="61")
+    layers, steps, checked, calls = 61, 200, set(), 0
+    gaps = []
+    last = 0
+    for call in range(layers * steps):
+        be._shadow_next -= 1
+        if be._shadow_next <= 0:
+            be._shadow_next = be._shadow_gap()
+            checked.add(call % layers)
+            gaps.append(call - last)
+            last = call
+            calls += 1
+    assert len(checked) > layers // 2, sorted(checked)
+    assert 0.8 * steps <= calls <= 1.2 * steps  # on average every 61st call
+    assert max(gaps) <= 2 * 61 - 1
+    be1 = make_backend(B, monkeypatch, shadow="1")
+    assert all(be1._shadow_gap() == 1 for _ in range(10))  # N = 1: every call
