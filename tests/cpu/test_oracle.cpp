@@ -470,6 +470,30 @@ TEST(Comparison, OneWrongRequestIsNotHiddenByTheBatch) {
   EXPECT_TRUE(std::isinf(c.req_rel_l2));
 }
 
+// fvt::compare's LSE check: an infinity must match in sign, and a NaN on either side is a failure
+TEST(Comparison, LseInfinitiesMatchInSign) {
+  CaseSpec s = fvt::uniform_spec(false, 2, 1, 64, 2, 5, 1);
+  s.want_lse = true;
+  const HostProblem hp = fvt::make_problem(s);
+  fvt::Reference ref = oracle(hp);
+  ASSERT_EQ(ref.lse.size(), size_t(4));
+  const std::vector<float> out(ref.out.begin(), ref.out.end());
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  ref.lse[1] = -inf;  // as a row that sees nothing
+  std::vector<float> lse = ref.lse;
+  EXPECT_EQ(fvt::compare(hp, out, lse, ref).lse_bad, 0);
+  lse[1] = inf;
+  EXPECT_EQ(fvt::compare(hp, out, lse, ref).lse_bad, 1) << "+inf for -inf";
+  lse[1] = 0.f;
+  EXPECT_EQ(fvt::compare(hp, out, lse, ref).lse_bad, 1) << "a finite value for -inf";
+  lse = ref.lse;
+  lse[0] = nan;
+  EXPECT_EQ(fvt::compare(hp, out, lse, ref).lse_bad, 1) << "NaN";
+  lse = ref.lse;
+  ref.lse[2] = nan;
+  EXPECT_EQ(fvt::compare(hp, out, lse, ref).lse_bad, 1) << "a NaN reference";
+}
+
 }  // namespace
 
 namespace {
