@@ -773,7 +773,12 @@ TEST(Partition, EveryStepOnceAndSplitsConsistent) {
     ASSERT_LE(s.parts, grid_parts);
     // which partitions computed which steps
     std::vector<std::vector<int>> owner(batch);
-    for (int b = 0; b < batch; ++b) owner[b].assign(s.cum[b + 1] - s.cum[b] - (s.cum[b + 1] > s.cum[b] ? overhead : 0), -1);
+    for (int b = 0; b < batch; ++b) {
+      // key steps counted here, not by request_cost: ceil((P + N) / bn) for a request with drafts, none without
+      const int64_t steps = drafts[b] > 0 ? (prefixes[b] + drafts[b] + bn - 1) / bn : 0;
+      ASSERT_EQ(s.cum[b + 1] - s.cum[b], steps > 0 ? steps + overhead : 0) << "request " << b << "'s cost";
+      owner[b].assign(steps, -1);
+    }
     std::vector<std::set<int>> parts_of(batch);
     for (int part = 0; part < s.parts; ++part) {
       int last_b = -1;
@@ -781,6 +786,8 @@ TEST(Partition, EveryStepOnceAndSplitsConsistent) {
         ASSERT_GT(b, last_b) << "segments in request order, one per request";
         last_b = b;
         ASSERT_LT(k0, k1);
+        ASSERT_GE(k0, 0);
+        ASSERT_LE(size_t(k1), owner[b].size()) << "a segment past request " << b << "'s last step";
         for (int k = k0; k < k1; ++k) {
           ASSERT_EQ(owner[b][k], -1) << "step computed twice";
           owner[b][k] = part;
