@@ -135,8 +135,23 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
   REQUIRE_GPU();
   const uint64_t seed = fvt::session_seed() + 22;
   int tried = 0, reported = 0;
+  // a refused call left the output and LSE as poison() wrote them: no kernel computed on the bad entry
+  auto expect_untouched = [&](const fvt::DeviceProblem& dp, const char* what) {
+    std::vector<uint8_t> raw;
+    std::vector<float> lse;
+    ASSERT_TRUE(dp.download(nullptr, &lse, &raw)) << what;
+    size_t written = 0;
+    for (uint8_t b : raw) written += b != 0xFF;
+    for (float x : lse) {
+      uint32_t bits;
+      std::memcpy(&bits, &x, 4);
+      written += bits != 0xFFFFFFFFu;
+    }
+    EXPECT_EQ(written, 0u) << what << ": the refused call wrote " << written << " output / LSE bytes or words";
+  };
   auto expect_reported = [&](fvt::DeviceProblem& dp, const Corruption& c) {
     ++tried;
+    dp.poison();
     const fv_status st = run_checked(dp, dp.args());
     const std::string msg = fv_last_error();
     EXPECT_EQ(st, c.want) << c.what << ": " << fv_status_string(st) << ": " << msg;
@@ -148,6 +163,7 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     reported += named;
     std::printf("[ check    ] %-40s -> %s: %s\n", c.what, fv_status_string(st), msg.c_str());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (st != FV_OK) expect_untouched(dp, c.what);
   };
 
   // arguments other than the problem's own (a shorter page-table row, an int64 kv_indptr, sinks, a batch of 2^30
@@ -155,6 +171,7 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
   auto expect_args_reported = [&](fvt::DeviceProblem& dp, const char* what, const fv_args& bad, fv_status want,
                                   const std::string& needle) {
     ++tried;
+    dp.poison();
     const fv_status st = run_checked(dp, bad);
     const std::string msg = fv_last_error();
     EXPECT_EQ(st, want) << what << ": " << msg;
@@ -162,6 +179,7 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     reported += st == want && msg.find(needle) != std::string::npos;
     std::printf("[ check    ] %-40s -> %s: %s\n", what, fv_status_string(st), msg.c_str());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    if (st != FV_OK && bad.out == dp.args().out) expect_untouched(dp, what);
   };
 
   {  // token slots (int64 and int32), byte mask
