@@ -22,6 +22,7 @@
 
 #include "../../src/cuda/mma.cuh"
 #include "../../src/cuda/wgmma.cuh"
+#include "../../src/round16.h"
 #include "gpu_common.h"
 
 namespace {
@@ -174,6 +175,7 @@ __global__ void __launch_bounds__(128) wgmma_tile(const T* q, const T* k, float*
 
 struct Errors {
   double s_rel = 0, o_rel = 0, o256_rs_rel = 0, o256_ss_rel = 0, o128_rs_rel = 0, o128_ss_rel = 0;
+  int p_wrong = 0;  // elements of P that are not the kernel's own S / 8 rounded once to T (O's reference uses P)
 };
 
 template <class T>
@@ -201,6 +203,7 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   cudaMemcpy(dq, q.data(), q.size() * sizeof(T), cudaMemcpyHostToDevice);
   cudaMemcpy(dk, k.data(), k.size() * sizeof(T), cudaMemcpyHostToDevice);
   cudaMemset(ds, 0xff, kRows * kKeys * 4);  // NaN poison
+  cudaMemset(dp, 0xff, kRows * kKeys * 4);
   cudaMemset(dout, 0xff, kRows * kDv * 4);
   cudaMemset(dout_wide, 0xff, 4 * kRows * kDv * 4);
   cudaMemset(dflag, 0, 4);
@@ -230,6 +233,11 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
     return std::sqrt(num / den);
   };
   Errors err;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double want = fvt::bits_to_float(std::is_same_v<T, __half> ? fv::round_to_fp16(double(s[i]) / 8)
+                                                                     : fv::round_to_bf16(double(s[i]) / 8), dtype);
+    err.p_wrong += !(p[i] == want);  // (NaN: wrong)
+  }
   err.s_rel = rel_l2(kRows, kKeys, s, [&](int i, int j) {
     double r = 0;
     for (int d = 0; d < kDqk; ++d) r += double(qf[i * kDqk + d]) * kf[j * kDqk + d];
@@ -266,6 +274,7 @@ void check_tile(const char* name) {
   std::printf("[ wgmma %s ] S rel L2 %.2e; O rel L2 %.2e (LBO 8192, SBO 1024: documented) / %.2e (LBO 1024, SBO 8192)\n",
               name, doc.s_rel, doc.o_rel, alt.o_rel);
   EXPECT_LE(doc.s_rel, kTol) << "S = Q K^T from K-major SW128 tiles (SBO 1024) is wrong";
+  EXPECT_EQ(doc.p_wrong, 0) << "P is not S / 8 rounded to " << name << " (O's reference is built from P)";
   EXPECT_LE(doc.o_rel, kTol) << "O = P V with the documented MN-major offsets is wrong"
                              << (alt.o_rel <= kTol ? "; the swapped offsets (LBO 1024, SBO 8192) are right" : "");
   std::printf("[ wgmma %s ] m64n256k16 O rel L2: P from registers %.2e, from shared memory %.2e (documented offsets); "
