@@ -55,6 +55,10 @@ def B():
         def __init__(self, model_runner, *args, **kwargs):
             self.extend_attention_fwd = extend_attention_fwd
             self.num_draft_tokens = 4
+            self.enable_deterministic = False
+
+        def forward_extend(self, q, k, v, layer, forward_batch, *args, **kwargs):
+            return "parent"
 
     for name in STUB_NAMES[:-1]:
         sys.modules.setdefault(name, types.ModuleType(name))
@@ -186,3 +190,17 @@ def test_shadow_cadence_is_not_locked_to_the_layer_count(B, monkeypatch):
     assert max(gaps) <= 2 * 61 - 1
     be1 = make_backend(B, monkeypatch, shadow="1")
     assert all(be1._shadow_gap() == 1 for _ in range(10))  # N = 1: every call
+
+
+def test_deterministic_mode_is_counted_not_silent(B, monkeypatch, caplog):
+    # SGLang's deterministic mode sends target verify to extend_attention_fwd_unified, past the dispatcher
+    be = make_backend(B, monkeypatch)
+    be.enable_deterministic = True
+    verify = types.SimpleNamespace(forward_mode=types.SimpleNamespace(is_target_verify=lambda: True))
+    before = B.stats["fallback:deterministic"]
+    with caplog.at_level(logging.WARNING, logger=B.__name__):
+        assert be.forward_extend(None, None, None, None, verify) == "parent"
+        assert be.forward_extend(None, None, None, None, verify) == "parent"
+    assert B.stats["fallback:deterministic"] == before + 2
+    assert sum("deterministic" in r.getMessage() for r in caplog.records) == 1
+    assert be._target_verify is False

@@ -114,6 +114,12 @@ class FlashVerifyBackend(TritonAttnBackend):
     # ---- hooks -------------------------------------------------------------------------------------
     def forward_extend(self, q, k, v, layer, forward_batch, *args, **kwargs):
         self._target_verify = forward_batch.forward_mode.is_target_verify()
+        if self._target_verify and getattr(self, "enable_deterministic", False):
+            # --enable-deterministic-inference: the parent runs target verify through its unified Triton kernel
+            # (extend_attention_fwd_unified), which never reaches the dispatcher below; counted so that it shows
+            stats["fallback:deterministic"] += 1
+            self._log_once("fb:deterministic", "flashverify: --enable-deterministic-inference: target verify runs "
+                           "SGLang's unified Triton kernel, not flashverify", logging.WARNING)
         try:
             return super().forward_extend(q, k, v, layer, forward_batch, *args, **kwargs)
         finally:
