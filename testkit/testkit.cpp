@@ -747,7 +747,15 @@ GpuRun run_gpu(const HostProblem& hp, int impl, int repeats) {
   if (!dp.download(&r.out, &r.lse, &r.raw_out)) {
     r.status = FV_ERR_CUDA;
     r.error = "download failed";
+    return r;
   }
+  // the padding after each token's Hq x Dv outputs: poisoned with the rest, and no kernel may write it
+  const CaseSpec& s = hp.spec;
+  const int64_t eb = (s.out_dtype == 0 ? s.dtype : s.out_dtype) == FV_DTYPE_FP32 ? 4 : 2;
+  const int64_t row = int64_t(s.hq) * s.dv;
+  for (int64_t t = 0; t < hp.total_q; ++t)
+    for (int64_t b = (t * hp.out_stride_token + row) * eb; b < (t + 1) * hp.out_stride_token * eb; ++b)
+      r.pad_written += r.raw_out[b] != 0xFF;
   return r;
 }
 

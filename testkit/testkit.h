@@ -224,6 +224,7 @@ struct GpuRun {
   std::vector<float> out;  // [T, Hq, Dv]
   std::vector<float> lse;
   std::vector<uint8_t> raw_out;  // the output buffer's bytes, for bit-exact comparisons
+  int64_t pad_written = 0;        // bytes of the output rows' padding (CaseSpec::row_pad) no longer poison
 };
 GpuRun run_gpu(const HostProblem& hp, int impl, int repeats = 1);
 

@@ -41,6 +41,7 @@ inline bool check_against_oracle(const fvt::HostProblem& hp, const fvt::Referenc
                                  const char* impl, fvt::Comparison* out_cmp) {
   EXPECT_EQ(run.status, FV_OK) << impl << ": " << fv_status_string(run.status) << ": " << run.error;
   if (run.status != FV_OK) return false;
+  EXPECT_EQ(run.pad_written, 0) << impl << ": " << run.pad_written << " bytes of the output rows' padding written";
   const fvt::Comparison c = fvt::compare(hp, run.out, run.lse, ref);
   *out_cmp = c;
   EXPECT_EQ(c.nan_count, 0) << impl << ": " << c.nan_count << " NaN outputs, first at " << c.where(hp);
@@ -50,8 +51,8 @@ inline bool check_against_oracle(const fvt::HostProblem& hp, const fvt::Referenc
                                      << " (the batch: " << c.rel_l2 << ")";
   EXPECT_EQ(c.lse_bad, 0) << impl << ": LSE NaN or -inf mismatch in " << c.lse_bad << " rows";
   EXPECT_LE(c.lse_max_abs, kMaxLseAbs) << impl << ": LSE off by " << c.lse_max_abs;
-  return c.nan_count == 0 && c.rel_l2 <= kMaxRelL2 && c.req_rel_l2 <= kMaxRelL2 && c.lse_bad == 0 &&
-         c.lse_max_abs <= kMaxLseAbs;
+  return run.pad_written == 0 && c.nan_count == 0 && c.rel_l2 <= kMaxRelL2 && c.req_rel_l2 <= kMaxRelL2 &&
+         c.lse_bad == 0 && c.lse_max_abs <= kMaxLseAbs;
 }
 
 // Downloads the outputs `dp` holds for problem `hp` (the one it was built with or last uploaded) and checks
