@@ -117,7 +117,8 @@ TEST(Oracle, HandCheckedTree) {
     HandTree h;
     // the copy of the prefix the other addressing reads is poisoned: slots 5, 2 for the page table, 6, 7 for slots
     for (int slot : f.addressing == FV_KV_PAGE_TABLE ? std::vector<int>{5, 2} : std::vector<int>{6, 7})
-      for (int d = 0; d < HandTree::D; ++d) h.pool[slot * HandTree::D + d] = h.vpool[slot * HandTree::D + d] = std::nanf("");
+      for (int d = 0; d < HandTree::D; ++d)
+        h.pool[slot * HandTree::D + d] = h.vpool[slot * HandTree::D + d] = std::nanf("");
     fv_args a = h.args(f.mask, f.addressing);
     ASSERT_EQ(fv_run(&a, nullptr, 0, nullptr), FV_OK) << fv_last_error();
     for (int i = 0; i < 3; ++i) {

@@ -14,7 +14,8 @@ Environment:
                           into a CUDA graph also runs Triton into a scratch output, logs the difference, and
                           on a mismatch keeps Triton's result and sends every later eager call to Triton. The
                           gap between two checks is drawn from 1 .. 2N - 1, so that a period shared with the
-                          model's layer count cannot check the same layers on every step. A mismatch: relative L2 difference over the call above 2e-2
+                          model's layer count cannot check the same layers on every step. A mismatch: relative
+                          L2 difference over the call above 2e-2
                           (6e-2 with an fp8 KV cache, which Triton reads with q rounded to fp8), or above
                           4x that in any one token's row. CUDA-graph replays never pass through Python:
                           graphs captured before a mismatch keep running flashverify until SGLang captures
