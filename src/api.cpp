@@ -45,10 +45,8 @@ fv_status guarded(const char* fn, F&& body) {
 }  // namespace
 
 bool check_mode_from_env() {
-  static const bool on = [] {
-    const char* v = std::getenv("FLASHVERIFY_CHECK");
-    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-  }();
+  // exactly "1", as documented ("false", "off" or "no" must not turn on a mode that refuses every captured call)
+  static const bool on = fv::env_is_1("FLASHVERIFY_CHECK");
   return on;
 }
 

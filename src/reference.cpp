@@ -1,7 +1,9 @@
 // The float64 oracle: dense, simple loops over every (request, draft token, q head), the whole prefix
 // and the visible draft tokens. It shares no code with the kernels; its inputs were validated.
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <vector>
 
 #include "common.h"
@@ -73,90 +75,99 @@ fv_status run_reference(const fv_args& a) {
     for (int64_t i = 0; i < n; ++i) tasks.emplace_back(b, i);
   }
 
+  std::atomic<bool> out_of_memory{false};
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t task = 0; task < static_cast<int64_t>(tasks.size()); ++task) {
-    const int b = tasks[task].first;
-    const int64_t i = tasks[task].second;
-    const int64_t qo0 = index_at(a.qo_indptr, b), n = index_at(a.qo_indptr, b + 1) - qo0;
-    const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;
-    const int64_t t = qo0 + i;
+    if (out_of_memory.load(std::memory_order_relaxed)) continue;
+    // (an exception may not leave an OpenMP region: it would terminate the process instead of reaching
+    // fv_run's guard, which reports it)
+    try {
+      const int b = tasks[task].first;
+      const int64_t i = tasks[task].second;
+      const int64_t qo0 = index_at(a.qo_indptr, b), n = index_at(a.qo_indptr, b + 1) - qo0;
+      const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;
+      const int64_t t = qo0 + i;
 
-    // SGLang's modifiers: the token's position, its sliding window, its temperature
-    const int64_t qpos = plen + i;
-    const int64_t W = a.sliding_window;
-    const double xai = a.xai_temperature_len > 0 && qpos > a.xai_temperature_len
-                           ? std::log2(double(qpos)) / std::log2(double(a.xai_temperature_len))
-                           : 1.0;
-    const double kscale = kv_scale_of(a.k_scale), vscale = kv_scale_of(a.v_scale);
+      // SGLang's modifiers: the token's position, its sliding window, its temperature
+      const int64_t qpos = plen + i;
+      const int64_t W = a.sliding_window;
+      const double xai = a.xai_temperature_len > 0 && qpos > a.xai_temperature_len
+                             ? std::log2(double(qpos)) / std::log2(double(a.xai_temperature_len))
+                             : 1.0;
+      const double kscale = kv_scale_of(a.k_scale), vscale = kv_scale_of(a.v_scale);
 
-    // the keys this token sees: the prefix slots in its window, then the visible drafts (as -1 - j)
-    std::vector<int64_t> keys;
-    keys.reserve(plen + n);
-    for (int64_t k = 0; k < plen; ++k) {
-      if (W > 0 && qpos > k + W) continue;
-      if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {
-        keys.push_back(index_at(a.kv_indices, kv0 + k));
-      } else {
-        const int64_t page = a.page_table[int64_t(b) * a.page_table_stride + k / p.page_size];
-        keys.push_back(page * p.page_size + k % p.page_size);
-      }
-    }
-    for (int64_t j = 0; j < n; ++j)
-      if (draft_visible(a, b, qo0, plen, n, i, j) && !(W > 0 && i > j + W)) keys.push_back(-1 - j);
-
-    std::vector<double> q(dqk), scores(keys.size()), acc(dv);
-    for (int h = 0; h < hq; ++h) {
-      const int hk = h / group;
-      for (int d = 0; d < dqk; ++d) q[d] = load_elem(a.q, dt, t * a.q_stride_token + h * a.q_stride_head + d);
-      double max_score = -std::numeric_limits<double>::infinity();
-      // where key k's K (want_v = false) or V row starts: a pool slot, or a draft token (-1 - j)
-      auto row = [&](int64_t key, bool want_v, int64_t* off) -> const void* {
-        if (key >= 0) {
-          *off = key * (want_v ? a.v_pool_stride_slot : a.k_pool_stride_slot) +
-                 hk * (want_v ? a.v_pool_stride_head : a.k_pool_stride_head);
-          return want_v ? a.v_pool : a.k_pool;
+      // the keys this token sees: the prefix slots in its window, then the visible drafts (as -1 - j)
+      std::vector<int64_t> keys;
+      keys.reserve(plen + n);
+      for (int64_t k = 0; k < plen; ++k) {
+        if (W > 0 && qpos > k + W) continue;
+        if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {
+          keys.push_back(index_at(a.kv_indices, kv0 + k));
+        } else {
+          const int64_t page = a.page_table[int64_t(b) * a.page_table_stride + k / p.page_size];
+          keys.push_back(page * p.page_size + k % p.page_size);
         }
-        *off = (qo0 + (-1 - key)) * (want_v ? a.v_draft_stride_token : a.k_draft_stride_token) +
-               hk * (want_v ? a.v_draft_stride_head : a.k_draft_stride_head);
-        return want_v ? a.v_draft : a.k_draft;
-      };
-      for (size_t k = 0; k < keys.size(); ++k) {
-        int64_t off;
-        const void* kbase = row(keys[k], false, &off);
-        double s = 0;
-        const int et = keys[k] >= 0 ? kdt : dt;  // pool rows in kv_dtype, draft rows in dtype
-        for (int d = 0; d < dqk; ++d) s += q[d] * load_elem(kbase, et, off + d);
-        s *= static_cast<double>(a.sm_scale) * (keys[k] >= 0 ? kscale : 1.0);
-        if (a.logit_cap > 0) s = a.logit_cap * std::tanh(s / a.logit_cap);
-        scores[k] = s * xai;
-        if (scores[k] > max_score) max_score = scores[k];
       }
-      // a sink is one more term of the denominator, with no value; it joins the maximum too, so that a sink far above
-      // every score (by more than ~709) gives lse = the sink and out ~ 0 instead of an infinite denominator
-      const bool sink = a.sinks != nullptr && !keys.empty();
-      if (sink) max_score = std::max(max_score, static_cast<double>(a.sinks[h]));
-      std::fill(acc.begin(), acc.end(), 0.0);
-      double denom = 0;
-      for (size_t k = 0; k < keys.size(); ++k) {
-        const double w = std::exp(scores[k] - max_score);
-        denom += w;
-        int64_t off;
-        const void* vbase = row(keys[k], true, &off);
-        const double wv = w * (keys[k] >= 0 ? vscale : 1.0);
-        const int et = keys[k] >= 0 ? kdt : dt;
-        for (int d = 0; d < dv; ++d) acc[d] += wv * load_elem(vbase, et, off + d);
+      for (int64_t j = 0; j < n; ++j)
+        if (draft_visible(a, b, qo0, plen, n, i, j) && !(W > 0 && i > j + W)) keys.push_back(-1 - j);
+
+      std::vector<double> q(dqk), scores(keys.size()), acc(dv);
+      for (int h = 0; h < hq; ++h) {
+        const int hk = h / group;
+        for (int d = 0; d < dqk; ++d) q[d] = load_elem(a.q, dt, t * a.q_stride_token + h * a.q_stride_head + d);
+        double max_score = -std::numeric_limits<double>::infinity();
+        // where key k's K (want_v = false) or V row starts: a pool slot, or a draft token (-1 - j)
+        auto row = [&](int64_t key, bool want_v, int64_t* off) -> const void* {
+          if (key >= 0) {
+            *off = key * (want_v ? a.v_pool_stride_slot : a.k_pool_stride_slot) +
+                   hk * (want_v ? a.v_pool_stride_head : a.k_pool_stride_head);
+            return want_v ? a.v_pool : a.k_pool;
+          }
+          *off = (qo0 + (-1 - key)) * (want_v ? a.v_draft_stride_token : a.k_draft_stride_token) +
+                 hk * (want_v ? a.v_draft_stride_head : a.k_draft_stride_head);
+          return want_v ? a.v_draft : a.k_draft;
+        };
+        for (size_t k = 0; k < keys.size(); ++k) {
+          int64_t off;
+          const void* kbase = row(keys[k], false, &off);
+          double s = 0;
+          const int et = keys[k] >= 0 ? kdt : dt;  // pool rows in kv_dtype, draft rows in dtype
+          for (int d = 0; d < dqk; ++d) s += q[d] * load_elem(kbase, et, off + d);
+          s *= static_cast<double>(a.sm_scale) * (keys[k] >= 0 ? kscale : 1.0);
+          if (a.logit_cap > 0) s = a.logit_cap * std::tanh(s / a.logit_cap);
+          scores[k] = s * xai;
+          if (scores[k] > max_score) max_score = scores[k];
+        }
+        // a sink is one more term of the denominator, with no value; it joins the maximum too, so that a sink far above
+        // every score (by more than ~709) gives lse = the sink and out ~ 0 instead of an infinite denominator
+        const bool sink = a.sinks != nullptr && !keys.empty();
+        if (sink) max_score = std::max(max_score, static_cast<double>(a.sinks[h]));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double denom = 0;
+        for (size_t k = 0; k < keys.size(); ++k) {
+          const double w = std::exp(scores[k] - max_score);
+          denom += w;
+          int64_t off;
+          const void* vbase = row(keys[k], true, &off);
+          const double wv = w * (keys[k] >= 0 ? vscale : 1.0);
+          const int et = keys[k] >= 0 ? kdt : dt;
+          for (int d = 0; d < dv; ++d) acc[d] += wv * load_elem(vbase, et, off + d);
+        }
+        if (sink) denom += std::exp(static_cast<double>(a.sinks[h]) - max_score);
+        // a row that sees no key at all (possible only with a user mask that hides the token itself
+        // and an empty prefix) is defined as zeros with lse = -inf
+        const int64_t obase = t * a.out_stride_token + h * a.out_stride_head;
+        for (int d = 0; d < dv; ++d) store_elem(a.out, odt, obase + d, keys.empty() ? 0.0 : acc[d] / denom);
+        if (a.lse != nullptr) {
+          a.lse[t * a.lse_stride_token + h] =
+              keys.empty() ? -std::numeric_limits<float>::infinity() : static_cast<float>(max_score + std::log(denom));
+        }
       }
-      if (sink) denom += std::exp(static_cast<double>(a.sinks[h]) - max_score);
-      // a row that sees no key at all (possible only with a user mask that hides the token itself
-      // and an empty prefix) is defined as zeros with lse = -inf
-      const int64_t obase = t * a.out_stride_token + h * a.out_stride_head;
-      for (int d = 0; d < dv; ++d) store_elem(a.out, odt, obase + d, keys.empty() ? 0.0 : acc[d] / denom);
-      if (a.lse != nullptr) {
-        a.lse[t * a.lse_stride_token + h] =
-            keys.empty() ? -std::numeric_limits<float>::infinity() : static_cast<float>(max_score + std::log(denom));
-      }
+    } catch (const std::bad_alloc&) {
+      out_of_memory.store(true, std::memory_order_relaxed);
     }
   }
+  if (out_of_memory.load()) throw std::bad_alloc();
   return FV_OK;
 }
 

@@ -116,6 +116,10 @@ fv_status validate_problem(const fv_problem& p, const char* fn) {
   if (p.num_q_heads < 1 || p.num_kv_heads < 1 || p.num_q_heads % p.num_kv_heads != 0)
     return fail(FV_ERR_HEAD_COUNT, "%s: problem.num_q_heads (%d) must be a positive multiple of num_kv_heads (%d)", fn,
                 p.num_q_heads, p.num_kv_heads);
+  // the query rows a call may hold, Hq x max_draft, counted in int32 by the planner and the kernels' row tiles
+  if (int64_t(p.num_q_heads) * p.max_draft > (int64_t(1) << 24))
+    return fail(FV_ERR_UNSUPPORTED, "%s: problem.num_q_heads x max_draft (%d x %d) is above 2^24 query rows", fn,
+                p.num_q_heads, p.max_draft);
   if (!is_supported_head_dims(p.head_dim_qk, p.head_dim_v))
     return fail(FV_ERR_UNSUPPORTED_HEAD_DIM,
                 "%s: problem.head_dim_qk/head_dim_v (%d, %d) is not supported: (576, 512) for MLA, or "
@@ -262,9 +266,9 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
   }
   if (a.sinks != nullptr)
     for (int h = 0; h < p.num_q_heads; ++h)
-      if (std::isnan(a.sinks[h]) || a.sinks[h] == INFINITY)
-        return fail(FV_ERR_INVALID_VALUE, "%s: sinks[%d] (%g) must be a number below +inf", fn, h,
-                    static_cast<double>(a.sinks[h]));
+      if (!sink_valid(a.sinks[h]))
+        return fail(FV_ERR_INVALID_VALUE, "%s: sinks[%d] (%g) must be a number at most %g (FLT_MAX / log2(e))", fn,
+                    h, static_cast<double>(a.sinks[h]), static_cast<double>(kMaxSink));
   for (int b = 0; b < B; ++b) {
     const int64_t qo0 = index_at(a.qo_indptr, b), n = index_at(a.qo_indptr, b + 1) - qo0;
     const int64_t kv0 = index_at(a.kv_indptr, b), plen = index_at(a.kv_indptr, b + 1) - kv0;

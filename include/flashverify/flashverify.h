@@ -148,7 +148,7 @@ typedef struct fv_problem {
   int32_t out_dtype;    /* fv_dtype of out; 0 = same as dtype (FP32 allowed on CUDA, FP64 on CPU) */
   int32_t batch_size;   /* B: the indptr arrays have B + 1 entries */
   int32_t max_draft;    /* upper bound on N_b, the draft tokens of any request (1..65536) */
-  int32_t num_q_heads;  /* Hq */
+  int32_t num_q_heads;  /* Hq (Hq x max_draft at most 2^24) */
   int32_t num_kv_heads; /* Hkv; Hq must be a multiple */
   int32_t head_dim_qk;  /* Dqk: 576 (MLA) or 64, 128, 256 */
   int32_t head_dim_v;   /* Dv: 512 (MLA, one KV head) or equal to Dqk */
@@ -225,9 +225,10 @@ typedef struct fv_args {
                                   when P_b + i > L; <= 0 = off; 1 is invalid (log2(1) = 0 divides) */
   const float* sinks;          /* optional [Hq] fp32: per q head, exp(sinks[h]) is added to every row's
                                   softmax denominator (the LSE includes it) of rows that see a key.
-                                  The sink joins the row's maximum, so any finite sink is safe: one far
-                                  above every score gives out ~0 and lse = the sink. NaN and +inf are
-                                  invalid (check mode rejects them) */
+                                  The sink joins the row's maximum, so any sink up to 2.35e38 (just below
+                                  FLT_MAX / log2(e), which the kernels' base-2 scaling needs) is safe: one
+                                  far above every score gives out ~0 and lse = the sink. NaN, +inf and
+                                  finite values above 2.35e38 are invalid (check mode rejects them) */
   const int32_t* window_kv_offsets; /* optional [B], FV_MASK_BYTES only: request b's byte-mask rows are
                                   off_b + P_b + N_b wide and its draft columns start at off_b + P_b
                                   (SGLang's layout when a sliding window dropped off_b prefix tokens).
@@ -263,7 +264,9 @@ FV_API fv_status fv_run(const fv_args* args, void* workspace, size_t workspace_b
 
 /* A static English description of a status code. */
 FV_API const char* fv_status_string(fv_status status);
-/* The message of the last failing call on this thread ("" if none failed yet). */
+/* The message of the last failing call on this thread ("" if none failed yet), at most 1023 characters. The pointer
+ * is to a fixed thread-local buffer: it stays valid for the thread's lifetime, and its text changes when a later
+ * call on the thread fails. */
 FV_API const char* fv_last_error(void);
 /* (major << 16) | (minor << 8) | patch */
 FV_API int32_t fv_version(void);

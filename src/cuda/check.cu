@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
     unsigned bad_sinks = 0;
     for (int h = threadIdx.x; h < c.num_q_heads; h += kCheckThreads) {
       const float v = c.sinks[h];
-      bad_sinks += isnan(v) || v == INFINITY;
+      bad_sinks += !(v <= kMaxSink);  // (sink_valid: NaN, +inf and finite values past FLT_MAX / log2(e))
     }
     if (bad_sinks) atomicAdd(&g_bad_entries, bad_sinks);
   }
@@ -189,11 +189,15 @@ fv_status cuda_check_inputs(const fv_args& a, void* stream) {
   if (p.batch_size == 0) return FV_OK;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess) cudaGetLastError();
-  if (capture != cudaStreamCaptureStatusNone)
+  // a failed query counts as capture: on the legacy stream while another stream captures, the query fails
+  // (cudaErrorStreamCaptureImplicit), and the synchronisation below would invalidate that capture
+  const bool query_failed = cudaStreamIsCapturing(s, &capture) != cudaSuccess;
+  if (query_failed) cudaGetLastError();
+  if (query_failed || capture != cudaStreamCaptureStatusNone)
     return fail(FV_ERR_UNSUPPORTED,
                 "fv_run: index checking (FLASHVERIFY_CHECK / FV_FLAG_CHECK_INDICES) reads its verdict on the host "
-                "and cannot run under CUDA-graph capture; capture without it");
+                "and cannot run under CUDA-graph capture; capture without it%s",
+                query_failed ? " (the stream's capture status could not be read)" : "");
   CheckParams c{};
   c.qo = a.qo_indptr.data; c.qo64 = a.qo_indptr.dtype == FV_INDEX_INT64;
   c.kv = a.kv_indptr.data; c.kv64 = a.kv_indptr.dtype == FV_INDEX_INT64;

@@ -323,6 +323,11 @@ TEST_F(AbiFixture, ScoreModifierArguments) {
   sinks[3] = NAN;
   a.sinks = sinks.data();
   EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "sinks[3]");
+  sinks[3] = 3e38f;  // finite, but x log2(e) overflows float in the kernels
+  EXPECT_REJECTED(run(), FV_ERR_INVALID_VALUE, "sinks[3]");
+  sinks[3] = 2.35e38f;  // the largest valid sink, and a very negative one
+  sinks[2] = -3e38f;
+  EXPECT_EQ(run(), FV_OK) << fv_last_error();
   a = good;
   a.sliding_window = -5;  // <= 0: off
   a.xai_temperature_len = -1;
@@ -356,6 +361,39 @@ TEST(Abi, WorkspaceSizeArguments) {
   p.head_dim_v = 128;
   EXPECT_EQ(fv_workspace_size(&p, &bytes), FV_OK) << fv_last_error();
   EXPECT_EQ(bytes, 0u);  // the oracle needs none
+  // query rows past 2^24 (the planner's and the row tiles' int32 counts would wrap): refused, not planned
+  p.num_q_heads = 32768;
+  p.max_draft = 65536;
+  EXPECT_REJECTED(fv_workspace_size(&p, &bytes), FV_ERR_UNSUPPORTED, "num_q_heads x max_draft (32768 x 65536)");
+  p.device = FV_DEVICE_CUDA;
+  EXPECT_REJECTED(fv_workspace_size(&p, &bytes), FV_ERR_UNSUPPORTED, "2^24");
+  p.num_q_heads = 128;  // MLA's largest head count at the largest max_draft: within the bound
+  p.device = FV_DEVICE_CPU;
+  EXPECT_EQ(fv_workspace_size(&p, &bytes), FV_OK) << fv_last_error();
+}
+
+// fv_last_error()'s pointer stays valid, and keeps pointing at the latest message, when a later failure on the thread
+// stores a longer one (it was a std::string's buffer, which that reallocated)
+TEST(Abi, LastErrorPointerSurvivesLongerMessages) {
+  size_t bytes = 0;
+  ASSERT_EQ(fv_workspace_size(nullptr, &bytes), FV_ERR_NULL_POINTER);
+  const char* first = fv_last_error();
+  const std::string short_msg = first;
+  fv_problem p;
+  fv_problem_init(&p);
+  p.device = FV_DEVICE_CPU;
+  p.dtype = FV_DTYPE_BF16;
+  p.batch_size = 3;
+  p.max_draft = 8;
+  p.num_q_heads = 8;
+  p.num_kv_heads = 1;
+  p.head_dim_qk = 96;  // no such layout: a message that names the supported ones, longer than the first
+  p.head_dim_v = 96;
+  ASSERT_NE(fv_workspace_size(&p, &bytes), FV_OK);
+  const std::string long_msg = fv_last_error();
+  ASSERT_GT(long_msg.size(), short_msg.size() + 16) << long_msg;
+  EXPECT_EQ(first, fv_last_error());
+  EXPECT_EQ(std::string(first), long_msg);
 }
 
 // The CUDA path, planned for a fake H200 through FLASHVERIFY_PLAN_DEVICE (honoured only when no GPU is
