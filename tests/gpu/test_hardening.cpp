@@ -251,17 +251,18 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     huge_prefix.kv_indptr = fv_index{huge_dev.p, FV_INDEX_INT64, 0};
     expect_args_reported(dp, "prefix of INT64_MAX tokens", huge_prefix, FV_ERR_BAD_INDEX, "576460752303423488 pages");
 
-    // sinks: NaN and +inf are invalid (flashverify.h); -inf (no sink) and large finite values are valid
+    // sinks: NaN, +inf and values above 2.35e38 are invalid (flashverify.h); -inf (no sink) and large finite values
+    // below that are valid
     std::vector<float> sinks(s.hq, 0.25f);
     float* sinks_dev = nullptr;
     ASSERT_EQ(cudaMalloc(&sinks_dev, sinks.size() * sizeof(float)), cudaSuccess);
     fv_args with_sinks = a;
     with_sinks.sinks = sinks_dev;
-    for (float bad : {NAN, INFINITY}) {
+    for (float bad : {NAN, INFINITY, 3e38f}) {
       sinks[s.hq - 1] = bad;
       ASSERT_EQ(cudaMemcpy(sinks_dev, sinks.data(), sinks.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
-      expect_args_reported(dp, std::isnan(bad) ? "NaN sink" : "+inf sink", with_sinks, FV_ERR_INVALID_VALUE,
-                           "sinks[" + std::to_string(s.hq - 1) + "]");
+      expect_args_reported(dp, std::isnan(bad) ? "NaN sink" : std::isinf(bad) ? "+inf sink" : "sink of 3e38", with_sinks,
+                           FV_ERR_INVALID_VALUE, "sinks[" + std::to_string(s.hq - 1) + "]");
     }
     sinks[s.hq - 1] = -INFINITY;
     sinks[0] = 1e30f;
