@@ -497,11 +497,28 @@ std::string Comparison::where(const HostProblem& hp) const {
 Comparison compare(const HostProblem& hp, const std::vector<float>& got, const std::vector<float>& got_lse,
                    const Reference& ref) {
   Comparison c;
-  double num = 0, den = 0;
+  // squared errors and squared references (NaN outputs apart): the batch's, and each request's
+  struct Sums {
+    double num = 0, den = 0;
+    bool nan = false;
+  };
+  auto rel_of = [](const Sums& s) {
+    return s.nan ? std::numeric_limits<double>::infinity() : s.den > 0 ? std::sqrt(s.num / s.den) : std::sqrt(s.num);
+  };
+  const int64_t row_elems = int64_t(hp.spec.hq) * hp.spec.dv;
+  const size_t B = hp.qo_indptr.empty() ? 0 : hp.qo_indptr.size() - 1;
+  Sums all;
+  std::vector<Sums> req(B);
+  size_t b = 0;  // the request of element e's token (a request's tokens are consecutive)
   for (size_t e = 0; e < ref.out.size(); ++e) {
     const double g = got[e], r = ref.out[e];
+    const int64_t t = static_cast<int64_t>(e) / row_elems;
+    while (b < B && t >= hp.qo_indptr[b + 1]) ++b;
+    Sums* in_req = b < B && t >= hp.qo_indptr[b] ? &req[b] : nullptr;
     ++c.checked;
     if (std::isnan(g)) {
+      all.nan = true;
+      if (in_req) in_req->nan = true;
       if (c.nan_count++ == 0) {
         c.worst = static_cast<int64_t>(e);
         c.worst_got = g;
@@ -510,8 +527,12 @@ Comparison compare(const HostProblem& hp, const std::vector<float>& got, const s
       continue;
     }
     const double d = std::fabs(g - r);
-    num += d * d;
-    den += r * r;
+    all.num += d * d;
+    all.den += r * r;
+    if (in_req) {
+      in_req->num += d * d;
+      in_req->den += r * r;
+    }
     if (d > c.max_abs && c.nan_count == 0) {
       c.max_abs = d;
       c.worst = static_cast<int64_t>(e);
@@ -519,22 +540,12 @@ Comparison compare(const HostProblem& hp, const std::vector<float>& got, const s
       c.worst_ref = r;
     }
   }
-  c.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  if (c.nan_count > 0) c.rel_l2 = std::numeric_limits<double>::infinity();
-  const int64_t row_elems = int64_t(hp.spec.hq) * hp.spec.dv;
-  for (size_t b = 0; b + 1 < hp.qo_indptr.size(); ++b) {
-    double rn = 0, rd = 0;
-    bool nan = false;
-    for (int64_t e = hp.qo_indptr[b] * row_elems; e < hp.qo_indptr[b + 1] * row_elems; ++e) {
-      const double g = got[e], r = ref.out[e];
-      nan |= std::isnan(g);
-      rn += (g - r) * (g - r);
-      rd += r * r;
-    }
-    const double rel = nan ? std::numeric_limits<double>::infinity() : rd > 0 ? std::sqrt(rn / rd) : std::sqrt(rn);
+  c.rel_l2 = rel_of(all);
+  for (size_t k = 0; k < B; ++k) {
+    const double rel = rel_of(req[k]);
     if (c.worst_req < 0 || rel > c.req_rel_l2) {
       c.req_rel_l2 = rel;
-      c.worst_req = int64_t(b);
+      c.worst_req = int64_t(k);
     }
   }
   if (hp.spec.want_lse && !got_lse.empty()) {
