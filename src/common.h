@@ -45,7 +45,10 @@ inline float kv_scale_of(float s) { return s == 0.f ? 1.f : s; }
 // The largest valid sink: the kernels scale sinks by log2(e) in float, so one above FLT_MAX / log2(e) (~2.36e38)
 // becomes +inf there and the row's output NaN (the float64 oracle would give 0)
 constexpr float kMaxSink = 2.35e38f;
-inline bool sink_valid(float s) { return s <= kMaxSink; }  // (false for NaN and +inf; check.cu's kernel tests the same)
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline bool sink_valid(float s) { return s <= kMaxSink; }  // (false for NaN and +inf; validate.cpp and check.cu)
 
 inline bool is_mla_dims(int dqk, int dv) { return dqk == 576 && dv == 512; }
 

@@ -59,10 +59,7 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
   }
   if (b == 0 && blockIdx.y == 0 && c.sinks != nullptr) {  // the sinks once (they do not depend on the request)
     unsigned bad_sinks = 0;
-    for (int h = threadIdx.x; h < c.num_q_heads; h += kCheckThreads) {
-      const float v = c.sinks[h];
-      bad_sinks += !(v <= kMaxSink);  // (sink_valid: NaN, +inf and finite values past FLT_MAX / log2(e))
-    }
+    for (int h = threadIdx.x; h < c.num_q_heads; h += kCheckThreads) bad_sinks += !sink_valid(c.sinks[h]);
     if (bad_sinks) atomicAdd(&g_bad_entries, bad_sinks);
   }
   if (!good) {  // the lengths themselves are bad: nothing below may be followed
