@@ -174,22 +174,19 @@ def test_shadow_cadence_is_not_locked_to_the_layer_count(B, monkeypatch):
     # 61 layers a step (DeepSeek-V3), a check on average every 61st call: a fixed period would check one layer
     # on every step; the drawn gaps reach many
     be = make_backend(B, monkeypatch, shadow="61")
-    layers, steps, checked, calls = 61, 200, set(), 0
-    gaps = []
-    last = 0
+    layers, steps, checked, gaps, last = 61, 200, set(), [], -1
     for call in range(layers * steps):
-        be._shadow_next -= 1
-        if be._shadow_next <= 0:
-            be._shadow_next = be._shadow_gap()
+        if be._shadow_due():  # (what the dispatcher asks after each call it served outside capture)
             checked.add(call % layers)
             gaps.append(call - last)
             last = call
-            calls += 1
     assert len(checked) > layers // 2, sorted(checked)
-    assert 0.8 * steps <= calls <= 1.2 * steps  # on average every 61st call
+    assert 0.8 * steps <= len(gaps) <= 1.2 * steps  # on average every 61st call
     assert max(gaps) <= 2 * 61 - 1
     be1 = make_backend(B, monkeypatch, shadow="1")
-    assert all(be1._shadow_gap() == 1 for _ in range(10))  # N = 1: every call
+    assert all(be1._shadow_due() for _ in range(10))  # N = 1: every call
+    be0 = make_backend(B, monkeypatch)
+    assert not any(be0._shadow_due() for _ in range(10))  # off
 
 
 def test_deterministic_mode_is_counted_not_silent(B, monkeypatch, caplog):

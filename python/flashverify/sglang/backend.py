@@ -170,6 +170,16 @@ class FlashVerifyBackend(TritonAttnBackend):
         n = self._shadow_every
         return n if n <= 1 else self._shadow_rng.randint(1, 2 * n - 1)
 
+    def _shadow_due(self) -> bool:
+        """Whether this served call (outside capture) is shadow-checked: the drawn gap counted down."""
+        if not self._shadow_every:
+            return False
+        self._shadow_next -= 1
+        if self._shadow_next > 0:
+            return False
+        self._shadow_next = self._shadow_gap()
+        return True
+
     # ---- dispatch ----------------------------------------------------------------------------------
     def _log_once(self, key: str, msg: str, level: int = logging.INFO) -> None:
         if key not in self._logged:
@@ -270,11 +280,8 @@ class FlashVerifyBackend(TritonAttnBackend):
         capturing = torch.cuda.is_current_stream_capturing()
         if capturing:
             self._workspace_in_graph = True
-        elif self._shadow_every:
-            self._shadow_next -= 1
-            if self._shadow_next <= 0:
-                self._shadow_next = self._shadow_gap()
-                self._shadow_check(args, kwargs, o)
+        elif self._shadow_due():
+            self._shadow_check(args, kwargs, o)
         return o
 
     def _sinks_fp32(self, sinks: torch.Tensor) -> torch.Tensor:
