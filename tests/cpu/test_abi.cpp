@@ -343,14 +343,10 @@ TEST_F(AbiFixture, ImplementationDeviceMismatch) {
   EXPECT_REJECTED(run(), FV_ERR_UNSUPPORTED, "FV_IMPL_ORACLE");
 }
 
-TEST(Abi, WorkspaceSizeArguments) {
+// A valid problem for the CPU oracle: 3 requests of up to 8 drafts, 8 q heads on one KV head, head dim 128, bf16
+fv_problem cpu_problem() {
   fv_problem p;
   fv_problem_init(&p);
-  size_t bytes = 1;
-  EXPECT_REJECTED(fv_workspace_size(nullptr, &bytes), FV_ERR_NULL_POINTER, "problem");
-  EXPECT_REJECTED(fv_workspace_size(&p, nullptr), FV_ERR_NULL_POINTER, "bytes");
-  EXPECT_REJECTED(fv_workspace_size(&p, &bytes), FV_ERR_UNSUPPORTED_DTYPE, "dtype (0");  // init leaves it unset
-  EXPECT_EQ(bytes, 0u);
   p.device = FV_DEVICE_CPU;
   p.dtype = FV_DTYPE_BF16;
   p.batch_size = 3;
@@ -359,6 +355,18 @@ TEST(Abi, WorkspaceSizeArguments) {
   p.num_kv_heads = 1;
   p.head_dim_qk = 128;
   p.head_dim_v = 128;
+  return p;
+}
+
+TEST(Abi, WorkspaceSizeArguments) {
+  fv_problem p;
+  fv_problem_init(&p);
+  size_t bytes = 1;
+  EXPECT_REJECTED(fv_workspace_size(nullptr, &bytes), FV_ERR_NULL_POINTER, "problem");
+  EXPECT_REJECTED(fv_workspace_size(&p, nullptr), FV_ERR_NULL_POINTER, "bytes");
+  EXPECT_REJECTED(fv_workspace_size(&p, &bytes), FV_ERR_UNSUPPORTED_DTYPE, "dtype (0");  // init leaves it unset
+  EXPECT_EQ(bytes, 0u);
+  p = cpu_problem();
   EXPECT_EQ(fv_workspace_size(&p, &bytes), FV_OK) << fv_last_error();
   EXPECT_EQ(bytes, 0u);  // the oracle needs none
   // query rows past 2^24 (the planner's and the row tiles' int32 counts would wrap): refused, not planned
@@ -379,16 +387,8 @@ TEST(Abi, LastErrorPointerSurvivesLongerMessages) {
   ASSERT_EQ(fv_workspace_size(nullptr, &bytes), FV_ERR_NULL_POINTER);
   const char* first = fv_last_error();
   const std::string short_msg = first;
-  fv_problem p;
-  fv_problem_init(&p);
-  p.device = FV_DEVICE_CPU;
-  p.dtype = FV_DTYPE_BF16;
-  p.batch_size = 3;
-  p.max_draft = 8;
-  p.num_q_heads = 8;
-  p.num_kv_heads = 1;
-  p.head_dim_qk = 96;  // no such layout: a message that names the supported ones, longer than the first
-  p.head_dim_v = 96;
+  fv_problem p = cpu_problem();
+  p.head_dim_qk = p.head_dim_v = 96;  // no such layout: a message that names the supported ones, longer than the first
   ASSERT_NE(fv_workspace_size(&p, &bytes), FV_OK);
   const std::string long_msg = fv_last_error();
   ASSERT_GT(long_msg.size(), short_msg.size() + 16) << long_msg;
