@@ -951,10 +951,7 @@ TEST(HopperMla, CasesTheOtherSuitesLeaveOut) {
 // True where the Hopper MLA kernel serves MLA (an sm_90 device and a library built for sm_90): there the fp16-product
 // kernel and the bf16-product one round differently, elsewhere both settings run the same mma.sync tile
 bool hopper_mla_kernel_here() {
-  int dev = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
-  if (prop.major != 9 || prop.minor != 0) return false;
+  if (!fvg::on_sm90()) return false;
   // "..., sm 80,86,89,90,120" (CMakeLists.txt: CMAKE_CUDA_ARCHITECTURES without -real / -virtual, comma-separated).
   // Until v47 this looked for " 90 " between spaces, which only a build for sm_90 alone matched: with the default
   // architecture list every `if (hopper)` check below was skipped without a word
