@@ -468,6 +468,7 @@ TEST(Offsets64, ThousandRequests) {
     fvt::Comparison cf, cn;
     fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_FAST), "fast", &cf);
     fvg::check_against_oracle(hp, ref, fvt::run_gpu(hp, FV_IMPL_NAIVE), "naive", &cn);
+    EXPECT_LE(cf.rel_l2, fvg::fast_vs_naive_bound(hp, cn.rel_l2)) << "fast vs naive";
     std::printf("[ batch1024] %s fast %.2e naive %.2e\n", mla ? "MLA" : "GQA", cf.rel_l2, cn.rel_l2);
   }
 }
