@@ -415,12 +415,9 @@ def test_sglang_backend_import_is_lazy():
     import flashverify.sglang  # noqa: F401
 
 
-def test_sglang_backend_serves_only_arguments_it_knows():
-    """The SGLang backend's argument check (flashverify._sglang_args): an argument it does not pass on to
-    flashverify must be at the Triton function's default, else the call goes to Triton."""
+def _extend_signatures():
+    """SGLang's extend_attention_fwd signature with more arguments than it has, with and without **extra."""
     import inspect
-
-    from flashverify._sglang_args import unexpected_argument
 
     def extend(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
                custom_mask, is_causal, mask_indptr, max_len_extend, k_scale, v_scale, sm_scale=None, logit_cap=0.0,
@@ -429,13 +426,75 @@ def test_sglang_backend_serves_only_arguments_it_knows():
                identity_kv_indices=False, config=None, **extra):
         pass
 
-    sig = inspect.signature(extend)
+    def plain(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
+              custom_mask, is_causal, mask_indptr, max_len_extend, k_scale, v_scale, sm_scale=None, logit_cap=0.0,
+              skip_prefix_custom_mask=True, sliding_window_size=-1, sinks=None, window_kv_offsets=None,
+              xai_temperature_len=-1, lse_extend=None, skip_prefix=False, page_size=1, score_mod=None,
+              identity_kv_indices=False, config=None, *, aux_tensors=None):
+        pass
+
+    return inspect.signature(extend), inspect.signature(plain)
+
+
+def test_call_binder_binds_as_inspect_does():
+    """CallBinder.bind (the backend's per-call binding) returns inspect's bound arguments, defaults applied, and
+    raises TypeError for every call inspect refuses."""
+    from flashverify._sglang_args import CallBinder
+
+    for sig in _extend_signatures():
+        binder = CallBinder(sig)
+        full = [object() for _ in range(15)]
+        calls = [
+            (full, {}),
+            (full, {"sm_scale": 0.5, "page_size": 16}),
+            (full[:10], {"is_causal": True, "mask_indptr": None, "max_len_extend": 8, "k_scale": 1.0,
+                         "v_scale": 1.0}),
+            (full + [0.25, 30.0], {"sinks": object()}),
+            ([], {n: object() for n in list(sig.parameters)[:15]}),
+        ]
+        if "aux_tensors" in sig.parameters:
+            calls.append((full, {"aux_tensors": object()}))
+        for args, kwargs in calls:
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            got = binder.bind(args, kwargs)
+            assert list(got) == list(bound.arguments), (len(args), sorted(kwargs))
+            assert got == dict(bound.arguments)  # (object() compares by identity)
+        refused = [
+            (full[:14], {}),  # v_scale missing
+            (full, {"q_extend": object()}),  # given twice
+            (full + [object()] * 14, {}),  # too many positional
+        ]
+        if "extra" not in sig.parameters:
+            refused.append((full, {"no_such_argument": 1}))
+        for args, kwargs in refused:
+            with pytest.raises(TypeError):
+                sig.bind(*args, **kwargs)
+            with pytest.raises(TypeError):
+                binder.bind(args, kwargs)
+
+
+def test_sglang_backend_serves_only_arguments_it_knows():
+    """The SGLang backend's argument check (flashverify._sglang_args): an argument it does not pass on to
+    flashverify must be at the Triton function's default, else the call goes to Triton."""
+    import inspect
+
+    from flashverify._sglang_args import CallBinder, unexpected_argument
+
+    sig, plain = _extend_signatures()
+    binders = CallBinder(sig), CallBinder(plain)
 
     def check(**overrides):
         args = [object()] * 9 + [None, True, None, 8, 1.0, 1.0]
         bound = sig.bind(*args, sm_scale=0.1, **overrides)
         bound.apply_defaults()
-        return unexpected_argument(sig, bound.arguments)
+        want = unexpected_argument(sig, bound.arguments)
+        # the backend's CallBinder agrees, with **extra (inspect's way) and, where the call fits it, without
+        for binder in binders:
+            if binder is binders[1] and not set(overrides) <= set(plain.parameters):
+                continue
+            assert binder.unexpected(binder.bind(args, dict(sm_scale=0.1, **overrides))) == want, overrides
+        return want
 
     assert check() is None
     # what the backend serves, at values other than the defaults

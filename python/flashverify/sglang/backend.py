@@ -40,7 +40,7 @@ from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 
 from .. import _lib
 from .._api import SUPPORTED_HEAD_DIMS, Workspace, verify_attention
-from .._sglang_args import unexpected_argument
+from .._sglang_args import CallBinder
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +91,7 @@ class FlashVerifyBackend(TritonAttnBackend):
         self._triton_extend = self.extend_attention_fwd
         self._triton_signature = inspect.signature(
             getattr(self._triton_extend, "__wrapped__", self._triton_extend))
+        self._binder = CallBinder(self._triton_signature)
         # (as the parent's Triton function: torch.compile must not trace the ctypes call and the counters)
         _no_compile = getattr(getattr(torch, "compiler", None), "disable", None)
         self.extend_attention_fwd = _no_compile(self._extend_dispatch) if _no_compile else self._extend_dispatch
@@ -204,7 +205,7 @@ class FlashVerifyBackend(TritonAttnBackend):
             return "score_mod"
         if a.get("lse_extend") is not None or a.get("skip_prefix") or a.get("skip_extend"):
             return "dcp"
-        name = unexpected_argument(self._triton_signature, a)
+        name = self._binder.unexpected(a)
         if name is not None:
             return "arg:" + name
         q, k_buffer = a["q_extend"], a["k_buffer"]
@@ -222,9 +223,7 @@ class FlashVerifyBackend(TritonAttnBackend):
         return None
 
     def _extend_dispatch(self, *args, **kwargs):
-        bound = self._triton_signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        a = bound.arguments
+        a = self._binder.bind(args, kwargs)
         reason = self._unsupported(a)
         if reason is not None:
             return self._fallback(reason, args, kwargs)
