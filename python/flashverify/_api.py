@@ -14,6 +14,9 @@ SUPPORTED_HEAD_DIMS = ((576, 512), (64, 64), (128, 128), (256, 256))
 # ---------------------------------------------------------------------------------------------------
 # a minimal view of numpy arrays and torch tensors: pointer, dtype name, shape, element strides, device
 
+_TORCH_DTYPE_NAMES = {}  # torch dtype -> its name without "torch." (str() of a dtype costs a microsecond a call)
+
+
 class _T:
     __slots__ = ("name", "obj", "ptr", "dtype", "shape", "strides", "device", "dev_index", "is_torch")
 
@@ -23,11 +26,17 @@ class _T:
         if mod.startswith("torch"):
             self.is_torch = True
             self.ptr = obj.data_ptr()
-            self.dtype = str(obj.dtype).replace("torch.", "")
+            dtype = obj.dtype
+            name = _TORCH_DTYPE_NAMES.get(dtype)
+            if name is None:
+                name = _TORCH_DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+            self.dtype = name
             self.shape = tuple(obj.shape)
-            self.strides = tuple(obj.stride())
-            self.device = "cuda" if obj.is_cuda else str(obj.device)
-            self.dev_index = obj.device.index if obj.is_cuda else None
+            self.strides = obj.stride()
+            if obj.is_cuda:
+                self.device, self.dev_index = "cuda", obj.get_device()
+            else:
+                self.device, self.dev_index = str(obj.device), None
         elif mod.startswith("numpy"):
             self.is_torch = False
             self.ptr = obj.ctypes.data
