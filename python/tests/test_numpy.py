@@ -359,6 +359,7 @@ def test_tensors_on_different_gpus_are_rejected():
             acc *= n
         t.stride = lambda: tuple(strides)
         t.data_ptr = lambda: 1 << 20
+        t.get_device = lambda: index
         return t
 
     T, hq, hkv, d = 4, 4, 2, 64
