@@ -201,3 +201,24 @@ def test_deterministic_mode_is_counted_not_silent(B, monkeypatch, caplog):
     assert B.stats["fallback:deterministic"] == before + 2
     assert sum("deterministic" in r.getMessage() for r in caplog.records) == 1
     assert be._target_verify is False
+
+
+
+def test_shadow_errors_find_one_wrong_head(B):
+    # 8 tokens x 128 heads (MLA Hq = 128); flashverify's output off by bf16 rounding everywhere, and one head of one
+    # token 30% off: the call-wide figure and that token's row (all heads) stay under the tolerances, the (token,
+    # head) row does not
+    tol, row_tol = B.SHADOW_TOLERANCE, B.SHADOW_ROW_FACTOR * B.SHADOW_TOLERANCE
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(8, 128, 512, generator=g)
+    o = ref.to(torch.bfloat16).float()
+    whole, worst = B.shadow_errors(o, ref)
+    assert whole < 5e-3 and worst < 1e-2  # bf16 rounding only
+    o[3, 77] += 0.3 * torch.randn(512, generator=g)
+    whole, worst = B.shadow_errors(o, ref)
+    token_row = ((o[3] - ref[3]).norm() / ref[3].norm()).item()
+    assert whole < tol and token_row < row_tol  # what a per-token row check passed
+    assert worst > row_tol
+    o[5, 0] = float("nan")
+    whole, worst = B.shadow_errors(o, ref)
+    assert not (whole <= tol and worst <= row_tol)  # NaN never passes

@@ -17,7 +17,7 @@ Environment:
                           model's layer count cannot check the same layers on every step. A mismatch: relative
                           L2 difference over the call above 2e-2
                           (6e-2 with an fp8 KV cache, which Triton reads with q rounded to fp8), or above
-                          4x that in any one token's row. CUDA-graph replays never pass through Python:
+                          4x that in any one (token, head) row. CUDA-graph replays never pass through Python:
                           graphs captured before a mismatch keep running flashverify until SGLang captures
                           them again, so shadow-check a deployment that uses CUDA graphs with
                           --disable-cuda-graph, or read a mismatch as "restart without flashverify".
@@ -49,7 +49,7 @@ SHADOW_TOLERANCE = 2e-2
 # with an fp8 KV cache SGLang's Triton kernel also rounds q (and P) to fp8 before its dot products
 # (`q.to(k.dtype)`), flashverify keeps them in 16 bits: the two differ by that rounding
 SHADOW_TOLERANCE_FP8 = 6e-2
-# one token's row may differ by this many times the tolerance: a call-wide L2 norm dilutes one bad request
+# one (token, head) row may differ by this many times the tolerance: a call-wide L2 norm dilutes one bad request
 SHADOW_ROW_FACTOR = 4.0
 _FP8_KV = (torch.uint8, getattr(torch, "float8_e4m3fn", torch.uint8))
 
@@ -345,12 +345,12 @@ class FlashVerifyBackend(TritonAttnBackend):
         self._triton_extend(*bound.args, **bound.kwargs)
         err, row_err = shadow_errors(o, ref)
         stats["shadow_checks"] += 1
-        logger.info("flashverify shadow check %d: relative L2 difference to Triton %.2e (worst token row %.2e)",
+        logger.info("flashverify shadow check %d: relative L2 difference to Triton %.2e (worst (token, head) row %.2e)",
                     stats["shadow_checks"], err, row_err)
         tol = SHADOW_TOLERANCE_FP8 if bound.arguments["k_buffer"].dtype in _FP8_KV else SHADOW_TOLERANCE
         if not (err <= tol and row_err <= SHADOW_ROW_FACTOR * tol):  # NaN counts as a mismatch
             stats["shadow_mismatch"] += 1
-            logger.error("flashverify: output differs from Triton by %.2e, worst token row %.2e (tolerance %.0e, "
+            logger.error("flashverify: output differs from Triton by %.2e, worst (token, head) row %.2e (tolerance %.0e, "
                          "rows %.0e); Triton's output is used, and Triton serves every later eager call (CUDA graphs "
                          "captured before now keep flashverify until they are captured again)",
                          err, row_err, tol, SHADOW_ROW_FACTOR * tol)
@@ -364,11 +364,12 @@ def _triton_sm_scale(sm_scale, q: torch.Tensor) -> float:
 
 
 def shadow_errors(o: torch.Tensor, ref: torch.Tensor):
-    """Relative L2 difference of o to ref over the whole call, and the largest over one token's row (all its
-    heads; a row of zeros in ref is measured against 1e-6 of the largest row norm), as two floats (one host
-    read)."""
-    d = (o.float() - ref.float()).reshape(o.shape[0], -1)
-    r = ref.float().reshape(o.shape[0], -1)
+    """Relative L2 difference of o to ref ([tokens, heads, head_dim]) over the whole call, and the largest over
+    one (token, head) row (a row of zeros in ref is measured against 1e-6 of the largest row norm), as two floats
+    (one host read). Per head, not per token: one wrong head among Hq = 128 moves its token's row by ~1/11 of
+    its own error."""
+    d = (o.float() - ref.float()).reshape(-1, o.shape[-1])
+    r = ref.float().reshape(-1, o.shape[-1])
     r_rows = r.norm(dim=1)
     whole = d.norm() / r.norm().clamp_min(1e-30)
     floor = (r_rows.max() * 1e-6).clamp_min(1e-30)
