@@ -18,7 +18,9 @@
  *   k_draft  [T, Hkv, Dqk]           v_draft [T, Hkv, Dv]
  *   k_pool   [num_slots, Hkv, Dqk]   v_pool  [num_slots, Hkv, Dv]   (MLA: v_pool may alias k_pool;
  *                                     elements of problem.kv_dtype, e.g. fp8 bytes)
- * The last dimension of every tensor is contiguous; the other strides are given in elements.
+ * The last dimension of every tensor is contiguous; the other strides are given in elements, non-negative,
+ * rows (tokens, slots) outermost: with H heads of dim D, stride_head >= D (when H > 1) and the row stride
+ * >= (H - 1) * stride_head + D. A head-major view ([H, rows, D] transposed) is refused (FV_ERR_BAD_STRIDE).
  *
  * Typical use (CUB-style two calls: size the workspace once for the largest batch, then run):
  *
@@ -194,7 +196,8 @@ typedef struct fv_args {
                          fast kernel (same pointer and strides, and v_draft likewise the first Dv columns of
                          k_draft; FV_ERR_UNSUPPORTED otherwise: the oracle and the naive kernel take either) */
   int64_t v_pool_stride_slot, v_pool_stride_head;
-  int64_t num_slots; /* rows in the pool (bounds checks on the CPU and in check mode) */
+  int64_t num_slots; /* rows in the pool, at least 1 even when every prefix is empty (padded requests read
+                        slot 0); bounds checks on the CPU and in check mode */
 
   fv_index qo_indptr;  /* [B + 1]: request b's draft tokens are rows qo_indptr[b] .. qo_indptr[b+1]-1 */
   fv_index kv_indptr;  /* [B + 1]: P_b = kv_indptr[b+1] - kv_indptr[b]. CUDA: the sum over the batch of P_b + N_b

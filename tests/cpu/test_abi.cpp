@@ -225,6 +225,10 @@ TEST_F(AbiFixture, BadStrides) {
   a.out_stride_token = 64;  // 4 heads of 64 need 256
   EXPECT_REJECTED(run(), FV_ERR_BAD_STRIDE, "out row stride (64)", "(256)");
   a = good;
+  a.q_stride_token = 64;  // a head-major view [heads, tokens, 64] (the header: rows outermost)
+  a.q_stride_head = 64 * 1024;
+  EXPECT_REJECTED(run(), FV_ERR_BAD_STRIDE, "q row stride (64)");
+  a = good;
   a.q_stride_head = int64_t(3.5e18);  // 3 x that wraps 64 bits: must be rejected, not wrapped into a "fit"
   EXPECT_REJECTED(run(), FV_ERR_BAD_STRIDE, "q_stride_head", "overflows");
   a = good;
