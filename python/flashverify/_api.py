@@ -4,6 +4,7 @@ include/flashverify/flashverify.h for the semantics of every field."""
 from __future__ import annotations
 
 import ctypes
+import sys
 from typing import Any, Optional, Sequence, Tuple
 
 from . import _lib
@@ -22,8 +23,10 @@ class _T:
 
     def __init__(self, name: str, obj: Any):
         self.name, self.obj = name, obj
+        torch = sys.modules.get("torch")
         mod = type(obj).__module__
-        if mod.startswith("torch"):
+        # (a torch.Tensor subclass defined outside torch included; the module test keeps the tests' stand-ins)
+        if (torch is not None and isinstance(obj, torch.Tensor)) or mod.startswith("torch"):
             self.is_torch = True
             self.ptr = obj.data_ptr()
             dtype = obj.dtype
@@ -73,6 +76,14 @@ def _require_contiguous_1d(t: _T) -> None:
     wrongly."""
     if t.shape and t.shape[0] > 1 and t.strides[0] != 1:
         raise ValueError(f"{t.name}: must be contiguous, got stride {t.strides[0]}")
+
+
+def _i32(name: str, v) -> int:
+    """An int for a C int32 field: ctypes would wrap a larger one silently (sliding_window = 2**32 + 2 read as 2)."""
+    v = int(v)
+    if not -2**31 <= v < 2**31:
+        raise ValueError(f"{name} = {v} does not fit the C ABI's 32-bit field")
+    return v
 
 
 def _host_int(t: _T, i: int) -> int:
@@ -187,9 +198,9 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     p.dtype = _FLOAT_CODES[dt]
     p.out_dtype = out_codes[o.dtype]
     p.batch_size = batch
-    p.max_draft = int(max_draft)
+    p.max_draft = _i32("max_draft", max_draft)
     p.num_q_heads, p.num_kv_heads, p.head_dim_qk, p.head_dim_v = hq, hkv, dqk, dv
-    p.num_kv_splits = int(num_kv_splits)
+    p.num_kv_splits = _i32("num_kv_splits", num_kv_splits)
     p.profile = int(profile)
     p.kv_dtype = _lib.DTYPE_FP8_E4M3 if kv_fp8 else 0
     a.q, a.q_stride_token, a.q_stride_head = q_.ptr, q_.strides[0], q_.strides[1]
@@ -213,7 +224,7 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
             raise ValueError(f"page_table: expected a row-major int32 [{batch} (batch), pages], got {pt.dtype} "
                              f"{list(pt.shape)} strides {list(pt.strides)}")
         p.kv_addressing = _lib.KV_PAGE_TABLE
-        p.page_size = int(page_size)
+        p.page_size = _i32("page_size", page_size)
         a.page_table, a.page_table_stride = pt.ptr, pt.strides[0]
     else:
         if T["kv_indices"] is None:
@@ -264,8 +275,9 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
             raise ValueError("window_kv_offsets: applies to custom_mask (SGLang's byte mask) only")
         a.window_kv_offsets = wo.ptr
     a.logit_cap = float(logit_cap or 0.0)
-    a.sliding_window = int(sliding_window) if sliding_window and sliding_window > 0 else 0
-    a.xai_temperature_len = int(xai_temperature_len) if xai_temperature_len and xai_temperature_len > 0 else 0
+    a.sliding_window = _i32("sliding_window", sliding_window) if sliding_window and sliding_window > 0 else 0
+    a.xai_temperature_len = (_i32("xai_temperature_len", xai_temperature_len)
+                             if xai_temperature_len and xai_temperature_len > 0 else 0)
     a.k_scale = float(k_scale) if k_scale is not None else 1.0
     a.v_scale = float(v_scale) if v_scale is not None else 1.0
     if check_indices:
@@ -441,6 +453,10 @@ def run_on_tensors(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv
     """The body of the torch op: build fv_args and launch on the current stream."""
     import torch
 
+    if workspace is not None and (workspace.dtype != torch.uint8 or not workspace.is_contiguous()):
+        # (numel() of an expanded view counts bytes it does not own; another dtype's would under-report)
+        raise TypeError(f"workspace: expected a contiguous uint8 tensor (Workspace.buffer), got {workspace.dtype} "
+                        f"shape {list(workspace.shape)} strides {list(workspace.stride())}")
     a, keep = build_args(device="cuda", q=q, k_draft=k_draft, v_draft=v_draft, k_pool=k_pool, v_pool=v_pool,
                          out=out, lse=lse, qo_indptr=qo_indptr, kv_indptr=kv_indptr, kv_indices=kv_indices,
                          custom_mask=custom_mask, mask_indptr=mask_indptr, mask_bits=mask_bits, parents=parents,

@@ -222,3 +222,43 @@ def test_shadow_errors_find_one_wrong_head(B):
     o[5, 0] = float("nan")
     whole, worst = B.shadow_errors(o, ref)
     assert not (whole <= tol and worst <= row_tol)  # NaN never passes
+
+
+def test_zero_scale_in_a_cpu_tensor_goes_to_triton(B, monkeypatch):
+    # the C ABI reads a scale of 0 as 1; Triton multiplies by it: a CPU tensor holding 0 is a zero scale too
+    be = make_backend(B, monkeypatch)
+    TRITON_CALLS.clear()
+    before = B.stats["fallback:zero_scale"]
+    be._extend_dispatch(**call_args(v_scale=torch.zeros(())))
+    assert B.stats["fallback:zero_scale"] == before + 1 and len(TRITON_CALLS) == 1
+
+
+def test_head_major_pools_go_to_triton(B, monkeypatch):
+    # SGLANG_USE_HND_KVCACHE pools are [pages, H, page_size, D]: with page_size == H their shape and strides are those
+    # of [pages, page_size, H, D], so the pool's layout label decides
+    be = make_backend(B, monkeypatch)
+    be.token_to_kv_pool = types.SimpleNamespace(kv_cache_layout="hnd")
+    TRITON_CALLS.clear()
+    before = B.stats["fallback:kv_layout:hnd"]
+    be._extend_dispatch(**call_args())
+    assert B.stats["fallback:kv_layout:hnd"] == before + 1 and len(TRITON_CALLS) == 1
+
+
+def test_tensor_subclasses_are_tensors():
+    from flashverify import _api
+
+    class Parameterish(torch.Tensor):  # (as SGLang's parameter classes: defined outside torch)
+        pass
+
+    Parameterish.__module__ = "sglang.srt.layers.parameter"
+    t = torch.zeros(4, 2, 8).as_subclass(Parameterish)
+    w = _api._T("q", t)
+    assert w.is_torch and w.shape == (4, 2, 8) and w.strides == (16, 8, 1) and w.dtype == "float32"
+
+
+def test_workspace_must_be_contiguous_bytes():
+    from flashverify import _api
+
+    for ws in (torch.empty(1, dtype=torch.uint8).expand(10**6), torch.empty(16, dtype=torch.float32)):
+        with pytest.raises(TypeError, match="workspace: expected a contiguous uint8 tensor"):
+            _api.run_on_tensors(*([None] * 15), ws, 0.1, 8, True, 1, 0, 0, 0)

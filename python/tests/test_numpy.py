@@ -248,6 +248,10 @@ def test_validation_names_the_argument():
     mask_indptr[1] += 1
     with pytest.raises(FlashVerifyError, match="FV_ERR_MASK_INDPTR"):
         flashverify.reference(**common, custom_mask=mask, mask_indptr=mask_indptr, sm_scale=0.1)
+    # integers past the C ABI's int32 fields are refused, not wrapped (2**32 + 2 would read as a window of 2)
+    for name in ("sliding_window", "xai_temperature_len", "max_draft"):
+        with pytest.raises(ValueError, match=f"{name} = {2**32 + 2} does not fit"):
+            flashverify.reference(**common, parents=pb["parents"], sm_scale=0.1, **{name: 2**32 + 2})
 
 
 def test_arrays_too_short_or_strided_are_rejected_before_the_library_reads_them():

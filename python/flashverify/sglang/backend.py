@@ -57,6 +57,8 @@ _FP8_KV = (torch.uint8, getattr(torch, "float8_e4m3fn", torch.uint8))
 def _as_slot_rows(buf: torch.Tensor) -> Optional[torch.Tensor]:
     if buf.dim() == 3:
         return buf
+    # [pages, page_size, H, D] with evenly spaced pages. (A head-major [pages, H, page_size, D] pool has the same
+    # shape and strides when page_size == H: the dispatcher sends SGLang's "hnd" layout to Triton before this)
     if buf.dim() == 4 and buf.stride(0) == buf.shape[1] * buf.stride(1):
         return torch.as_strided(buf, (buf.shape[0] * buf.shape[1], buf.shape[2], buf.shape[3]),
                                 (buf.stride(1), buf.stride(2), buf.stride(3)), buf.storage_offset())
@@ -215,10 +217,13 @@ class FlashVerifyBackend(TritonAttnBackend):
             return "head_dim"
         if a["custom_mask"] is None and not a["is_causal"]:
             return "non_causal"
+        if getattr(getattr(self, "token_to_kv_pool", None), "kv_cache_layout", None) == "hnd":
+            # SGLANG_USE_HND_KVCACHE: [pages, H, page_size, D] buffers, which _as_slot_rows cannot tell from
+            # [pages, page_size, H, D] when page_size == H (other layouts: by their strides, or to Triton there)
+            return "kv_layout:hnd"
         if _device_scalar(a.get("k_scale")) or _device_scalar(a.get("v_scale")):
             return "scale_tensor"  # (reading it would sync the host, and cannot happen under capture)
-        if any(x is not None and not isinstance(x, torch.Tensor) and float(x) == 0.0
-               for x in (a.get("k_scale"), a.get("v_scale"))):
+        if any(x is not None and float(x) == 0.0 for x in (a.get("k_scale"), a.get("v_scale"))):
             return "zero_scale"  # (Triton multiplies by 0; the C ABI reads 0 as "no scale", i.e. 1)
         return None
 
