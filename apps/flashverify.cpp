@@ -237,13 +237,15 @@ int cmd_check(const Options& o) {
       }
       const fvt::Comparison c = fvt::compare(hp, r.out, r.lse, ref);
       rel[k] = c.rel_l2;
-      worst[k] = std::max(worst[k], c.rel_l2);
+      worst[k] = std::isnan(c.rel_l2) ? INFINITY : std::max(worst[k], c.rel_l2);
       if (k == 0) {
         char buf[160];
         std::snprintf(buf, sizeof buf, "%s got %.5g want %.5g", c.where(hp).c_str(), c.worst_got, c.worst_ref);
         where = buf;
       }
-      bad |= c.nan_count > 0 || c.rel_l2 > 1e-2 || c.req_rel_l2 > 1e-2 || c.lse_bad > 0 || c.lse_max_abs > 5e-3;
+      // (written so that a NaN error, e.g. an oracle row left unwritten, fails: NaN <= x is false)
+      bad |= c.nan_count > 0 || !(c.rel_l2 <= 1e-2) || !(c.req_rel_l2 <= 1e-2) || c.lse_bad > 0 ||
+             !(c.lse_max_abs <= 5e-3);
     }
     failed += bad;
     std::printf("%-4d %-96s %-12.3e %-12.3e %s%s\n", idx, s.describe().c_str(), rel[0], rel[1], where.c_str(),
@@ -467,28 +469,71 @@ struct L2Flush {
   }
 };
 
-// Median time of `launch` in microseconds, `flush` run before each timed launch
-double time_median_us(const std::function<void(cudaStream_t)>& launch, int iters, const L2Flush& flush,
+// Median time of `launch` in microseconds, `flush` run before each timed launch; -1 when a launch or the timing
+// failed (a kernel fault makes every later event fail: a median of zeros would read as infinite GB/s)
+double time_median_us(const std::function<bool(cudaStream_t)>& launch, int iters, const L2Flush& flush,
                       cudaStream_t s) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  for (int i = 0; i < 3; ++i) launch(s);  // warm-up: module load, attribute setup
+  bool ok = true;
+  for (int i = 0; i < 3; ++i) ok &= launch(s);  // warm-up: module load, attribute setup
   std::vector<float> t;
-  for (int i = 0; i < iters; ++i) {
+  for (int i = 0; ok && i < iters; ++i) {
     flush.run(i, s);
     cudaEventRecord(e0, s);
-    launch(s);
+    ok &= launch(s);
     cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
     float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
+    ok &= cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
     t.push_back(ms * 1000.f);
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  if (!ok || t.empty()) return -1;
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The bench's check of a problem too large for the naive kernel: the timed run's own output (`got`, [T, Hq, Dv])
+// against the float64 oracle on request 0's rows (the full prefix) for the leading q heads the oracle affords (~2e10
+// flops; whole KV-head groups) and the last group, so that the configuration checked is the one timed. Returns the
+// relative L2 error over those rows (infinite on a NaN or an oracle error) and sets `label`.
+double check_request0_heads(const HostProblem& hp, const std::vector<float>& got, std::string* label) {
+  const CaseSpec& sp = hp.spec;
+  const int unit = sp.hkv == 1 ? 1 : sp.hq / sp.hkv;
+  const int64_t r0 = hp.qo_indptr[0], r1 = hp.qo_indptr[1], dv = sp.dv;
+  const double keys = double(hp.kv_indptr[1] - hp.kv_indptr[0]) + double(r1 - r0);
+  const double per_head = 2.0 * double(r1 - r0) * keys * (sp.dqk + sp.dv);
+  int nh = unit;
+  while (nh + unit <= sp.hq && (nh + unit) * per_head <= 2e10) nh += unit;
+  std::vector<std::pair<int, int>> slices{{0, nh}};
+  if (nh < sp.hq) slices.emplace_back(sp.hq - unit, unit);
+  double num = 0, den = 0;
+  bool bad = false;
+  int heads = 0;
+  for (const auto& [h0, n] : slices) {
+    std::vector<double> ref;
+    if (fvt::run_oracle_heads(hp, h0, n, &ref) != FV_OK) {
+      std::printf("oracle on request 0, heads %d..%d: %s\n", h0, h0 + n - 1, fv_last_error());
+      bad = true;
+      break;
+    }
+    heads += n;
+    for (int64_t t = r0; t < r1; ++t)
+      for (int h = 0; h < n; ++h)
+        for (int64_t d = 0; d < dv; ++d) {
+          const double want = ref[(t * n + h) * dv + d];
+          const double g = got[(t * sp.hq + h0 + h) * dv + d];
+          bad |= std::isnan(want) || std::isnan(g);
+          num += (g - want) * (g - want);
+          den += want * want;
+        }
+  }
+  const double rel = bad || !(den > 0) ? INFINITY : std::sqrt(num / den);
+  *label = std::string(rel <= 1e-2 ? "ok" : "FAIL") + " (request 0, " + std::to_string(heads) + " of " +
+           std::to_string(sp.hq) + " heads) vs oracle";
+  return rel;
 }
 
 int cmd_bench(const Options& o) {
@@ -505,6 +550,9 @@ int cmd_bench(const Options& o) {
               clock / 1000, mclock / 1000);
   std::printf("ceilings: copy %.0f GB/s (measured now, read + write), mma.sync bf16 %.0f TFLOP/s (BASELINE.md)\n",
               copy_gbps, kMmaSyncTflops);
+  std::printf("GB/s: prefix KV read, counted at 2 bytes an element (fp8 pools: bf16-equivalent); %% copy: the bytes "
+              "actually read (fp8: half); check: the timed kernel's output against the naive kernel, or where that "
+              "costs too much against the oracle on request 0 for the q heads it affords\n");
   // FV_BENCH_NO_FLUSH=1 as --no-flush (for scripts/device-check's ab-env, which varies the environment)
   const char* no_flush_env = std::getenv("FV_BENCH_NO_FLUSH");
   const bool flush_l2 = o.flush && !(no_flush_env != nullptr && std::strcmp(no_flush_env, "1") == 0);
@@ -534,10 +582,11 @@ int cmd_bench(const Options& o) {
   struct Row {
     std::string name, config, check, target;
     double us, graph_us, gbs, tflops, naive_us, rel, check_mode_us;
+    double read_fraction = 1.0;
   };
   std::vector<Row> rows;
   const std::vector<BenchCase> cases = bench_cases(o.suite);
-  int done = 0;
+  int done = 0, failed = 0;
   for (const BenchCase& bc : cases) {
     ++done;
     if (!o.only.empty()) {
@@ -568,18 +617,22 @@ int cmd_bench(const Options& o) {
     }
     fvt::DeviceProblem fast(hp, FV_IMPL_FAST);
     if (!fast.ok()) {
-      std::printf("%s: %s\n", bc.name.c_str(), fast.error().c_str());
+      std::printf("%s: FAILED: %s\n", bc.name.c_str(), fast.error().c_str());
+      ++failed;
       continue;
     }
-    // check first: against the naive kernel on these inputs when that is affordable, else against the
-    // oracle on a reduced problem of the same shape (one request, prefix <= 2048)
+    // (the uploads and the poison memsets ran on the legacy stream, which `s`, non-blocking, does not wait for)
+    cudaDeviceSynchronize();
+    // check first, on the output of the run that is timed below: against the naive kernel on these inputs when
+    // that is affordable, else against the oracle on request 0 (the full prefix) for as many q heads as it affords
     Row r{bc.name, "", "", bc.target, 0, 0, 0, 0, 0, 0, 0};
     const double naive_work = double(hp.total_q) * bc.spec.hq * (bc.spec.prefix[0] + bc.spec.max_draft);
     const bool naive_ok = naive_work <= 5e7;
     fv_status st = fast.run(s);
-    cudaStreamSynchronize(s);
+    if (st == FV_OK && cudaStreamSynchronize(s) != cudaSuccess) st = FV_ERR_CUDA;
     if (st != FV_OK) {
-      std::printf("%s: fast failed: %s\n", bc.name.c_str(), fv_last_error());
+      std::printf("%s: FAILED: fast: %s (%s)\n", bc.name.c_str(), fv_last_error(), cudaGetErrorString(cudaGetLastError()));
+      ++failed;
       continue;
     }
     std::vector<float> out_fast, lse_dummy;
@@ -601,26 +654,9 @@ int cmd_bench(const Options& o) {
       r.rel = nan ? INFINITY : std::sqrt(num / den);
       r.check = r.rel <= 1e-2 ? "ok vs naive" : "FAIL vs naive";
     } else {
-      CaseSpec small = bc.spec;
-      small.draft.resize(1);
-      small.prefix.assign(1, std::min(2048, bc.spec.prefix[0]));
-      // fewer heads while the oracle's work is too large: a GQA problem first loses KV heads with their groups (its
-      // q heads must stay a multiple of its KV heads: gqa32/8 n1024 once went to 1 q head on 8 KV heads, and the
-      // oracle divided by a group of 0), then q heads
-      auto work = [&] { return double(small.max_draft) * small.hq * 2100 * (small.dqk + small.dv) * 2; };
-      while (work() > 4e9 && small.hkv > 1 && small.hkv % 2 == 0) {
-        small.hq /= 2;
-        small.hkv /= 2;
-      }
-      while (work() > 4e9 && small.hkv == 1 && small.hq > 1) small.hq /= 2;
-      const HostProblem sp = fvt::make_problem(small);
-      fvt::Reference ref;
-      fvt::run_oracle(sp, &ref);
-      const fvt::GpuRun gr = fvt::run_gpu(sp, FV_IMPL_FAST);
-      const fvt::Comparison c = fvt::compare(sp, gr.out, gr.lse, ref);
-      r.rel = gr.status == FV_OK ? std::max(c.rel_l2, c.req_rel_l2) : INFINITY;
-      r.check = r.rel <= 1e-2 ? "ok (reduced) vs oracle" : "FAIL (reduced) vs oracle";
+      r.rel = check_request0_heads(hp, out_fast, &r.check);
     }
+    failed += !(r.rel <= 1e-2);
     {
       fv_problem pb = fast.args().problem;
       size_t ws = 0;
@@ -630,36 +666,53 @@ int cmd_bench(const Options& o) {
                                                        : ("gqa-d" + std::to_string(bc.spec.dqk)).c_str());
       r.config = cfg;
     }
-    r.us = time_median_us([&](cudaStream_t st2) { fast.run(st2); }, o.iters, flush, s);
+    r.us = time_median_us([&](cudaStream_t st2) { return fast.run(st2) == FV_OK; }, o.iters, flush, s);
+    if (!(r.us > 0)) {
+      std::printf("%s: FAILED: timing the fast kernel: %s / %s\n", bc.name.c_str(), fv_last_error(),
+                  cudaGetErrorString(cudaGetLastError()));
+      ++failed;
+      continue;
+    }
     if (o.graph) {
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-      fast.run(s);
-      cudaStreamEndCapture(s, &g);
-      cudaGraphInstantiate(&ge, g, 0);
-      r.graph_us = time_median_us([&](cudaStream_t st2) { cudaGraphLaunch(ge, st2); }, o.iters, flush, s);
-      cudaGraphExecDestroy(ge);
-      cudaGraphDestroy(g);
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t ge = nullptr;
+      bool captured = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess;
+      const fv_status cst = captured ? fast.run(s) : FV_ERR_CUDA;
+      captured = cudaStreamEndCapture(s, &g) == cudaSuccess && captured && cst == FV_OK &&
+                 cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
+      r.graph_us = captured ? time_median_us([&](cudaStream_t st2) { return cudaGraphLaunch(ge, st2) == cudaSuccess; },
+                                             o.iters, flush, s)
+                            : -1;
+      if (!(r.graph_us > 0)) {
+        std::printf("%s: FAILED: the CUDA-graph replay: %s / %s\n", bc.name.c_str(), fv_last_error(),
+                    cudaGetErrorString(cudaGetLastError()));
+        ++failed;
+        r.graph_us = 0;
+      }
+      if (ge) cudaGraphExecDestroy(ge);
+      if (g) cudaGraphDestroy(g);
     }
     if (o.check_indices) {
       fv_args checked = fast.args();
       checked.problem.flags |= FV_FLAG_CHECK_INDICES;
       r.check_mode_us = time_median_us(
-          [&](cudaStream_t st2) { fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2); }, o.iters, flush, s);
+          [&](cudaStream_t st2) { return fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2) == FV_OK; },
+          o.iters, flush, s);
       std::printf("check-indices: %s: %.1f us with FV_FLAG_CHECK_INDICES vs %.1f us without (+%.1f us)\n",
                   bc.name.c_str(), r.check_mode_us, r.us, r.check_mode_us - r.us);
     }
-    if (naive && o.naive) r.naive_us = time_median_us([&](cudaStream_t st2) { naive->run(st2); }, std::max(3, o.iters / 5),
-                                                      flush, s);
+    if (naive && o.naive)
+      r.naive_us = std::max(0.0, time_median_us([&](cudaStream_t st2) { return naive->run(st2) == FV_OK; },
+                                                std::max(3, o.iters / 5), flush, s));
     r.gbs = hp.kv_bytes / (r.us * 1e-6) / 1e9;
+    r.read_fraction = bc.spec.kv_fp8 ? 0.5 : 1.0;  // (GB/s is of bf16-equivalent KV; % copy of the bytes read)
     r.tflops = hp.flops / (r.us * 1e-6) / 1e12;
     rows.push_back(r);
     std::fprintf(stderr, "[%d/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (%s)\n", done, cases.size(), bc.name.c_str(),
                  r.us, r.gbs, r.tflops, r.check.c_str());
     if (csv)
       std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,%s,%.3e,\"%s\",%.2f\n", r.name.c_str(),
-                   r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, 100 * r.gbs / copy_gbps,
+                   r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, 100 * r.gbs * r.read_fraction / copy_gbps,
                    100 * r.tflops / kMmaSyncTflops, r.naive_us, r.naive_us > 0 ? r.naive_us / r.us : 0,
                    r.check.c_str(), r.rel, r.target.c_str(), r.check_mode_us);
   }
@@ -669,7 +722,7 @@ int cmd_bench(const Options& o) {
   for (const Row& r : rows)
     std::printf("| %s | %s | %.1f | %s | %.0f | %.1f | %.0f | %.0f | %s | %s | %s (%.1e) | %s |\n", r.name.c_str(),
                 r.config.c_str(), r.us, r.graph_us > 0 ? std::to_string(r.graph_us).substr(0, 6).c_str() : "–", r.gbs,
-                r.tflops, 100 * r.gbs / copy_gbps, 100 * r.tflops / kMmaSyncTflops,
+                r.tflops, 100 * r.gbs * r.read_fraction / copy_gbps, 100 * r.tflops / kMmaSyncTflops,
                 r.naive_us > 0 ? std::to_string(static_cast<int>(r.naive_us)).c_str() : "–",
                 r.naive_us > 0 ? (std::to_string(static_cast<int>(r.naive_us / r.us)) + "x").c_str() : "–",
                 r.check.c_str(), r.rel, r.target.c_str());
@@ -707,7 +760,8 @@ int cmd_bench(const Options& o) {
   }
   cudaFree(flush.buf);
   cudaStreamDestroy(s);
-  return 0;
+  if (failed) std::printf("bench: %d case(s) FAILED (above)\n", failed);
+  return failed ? 1 : 0;
 }
 
 }  // namespace

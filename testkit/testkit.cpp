@@ -486,6 +486,39 @@ fv_status run_oracle(const HostProblem& hp, Reference* ref) {
   return fv_run(&a, nullptr, 0, nullptr);
 }
 
+fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<double>* out) {
+  const CaseSpec& s = hp.spec;
+  const int group = s.hq / s.hkv;
+  const bool whole_groups = s.hkv == 1 || (h0 % group == 0 && nh % group == 0);
+  if (h0 < 0 || nh < 1 || h0 + nh > s.hq || !whole_groups || hp.qo_indptr.size() < 2) return FV_ERR_INVALID_VALUE;
+  const int64_t rows = hp.qo_indptr[1];
+  out->assign(rows * nh * s.dv, std::numeric_limits<double>::quiet_NaN());
+  IndexStore st;
+  Pointers p = host_pointers(hp, st, out->data(), nullptr);
+  fv_args a = make_args(hp, p, FV_DEVICE_CPU, FV_IMPL_ORACLE, FV_DTYPE_FP64);
+  // request 0 alone: the index arrays start at request 0, and its rows are indexed absolutely
+  a.problem.batch_size = 1;
+  a.problem.num_q_heads = nh;
+  a.out_stride_token = int64_t(nh) * s.dv;
+  a.out_stride_head = s.dv;
+  a.lse = nullptr;
+  auto at = [](const void* base, int64_t elems, int bytes) {
+    return static_cast<const void*>(static_cast<const char*>(base) + elems * bytes);
+  };
+  a.q = at(a.q, h0 * a.q_stride_head, 2);
+  if (a.sinks != nullptr) a.sinks += h0;
+  if (s.hkv > 1) {  // the groups' KV heads
+    const int g0 = h0 / group;
+    const int kvb = s.kv_fp8 ? 1 : 2;
+    a.problem.num_kv_heads = nh / group;
+    a.k_draft = at(a.k_draft, g0 * a.k_draft_stride_head, 2);
+    a.v_draft = at(a.v_draft, g0 * a.v_draft_stride_head, 2);
+    a.k_pool = at(a.k_pool, g0 * a.k_pool_stride_head, kvb);
+    a.v_pool = at(a.v_pool, g0 * a.v_pool_stride_head, kvb);
+  }
+  return fv_run(&a, nullptr, 0, nullptr);
+}
+
 std::string Comparison::where(const HostProblem& hp) const {
   if (worst < 0) return "-";
   const int64_t hq = hp.spec.hq, dv = hp.spec.dv;

@@ -154,6 +154,12 @@ struct Reference {
 };
 fv_status run_oracle(const HostProblem& hp, Reference* ref);
 
+// The oracle on request 0's rows and q heads [h0, h0 + nh) only, reading hp's own arrays (the same pool, indices
+// and mask; the ABI is given batch 1, the heads' offsets and nh heads): what a check of a problem too large for
+// the whole oracle can afford. With more than one KV head, h0 and nh must be whole groups (Hq / Hkv). out:
+// [qo_indptr[1] rows, nh, Dv] (rows below qo_indptr[0] stay NaN). Returns FV_ERR_INVALID_VALUE for a bad range.
+fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<double>* out);
+
 struct Comparison {
   double rel_l2 = 0, max_abs = 0;
   int64_t worst = -1;  // flat index into [T, Hq, Dv]

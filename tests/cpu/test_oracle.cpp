@@ -537,4 +537,54 @@ TEST(Oracle, Fp8PoolEqualsItsDecodedBf16Pool) {
   }
 }
 
+// run_oracle_heads (the bench's check of problems too large for the whole oracle) gives request 0's rows of the
+// chosen heads exactly as the whole oracle does: MLA with sinks, GQA whole groups on a page table with window
+// offsets, fp8 pools; and refuses a range that splits a GQA group
+TEST(Oracle, HeadSlicesOfRequestZeroEqualTheWholeProblem) {
+  struct Slice {
+    int h0, nh;
+  };
+  for (int variant = 0; variant < 3; ++variant) {
+    CaseSpec s = random_spec(variant != 1, 91 + variant);
+    if (variant == 0) {
+      s.hq = 8;
+      s.sinks = true;
+    }
+    if (variant == 1) {  // GQA 8/2: groups of 4
+      s.addressing = FV_KV_PAGE_TABLE;
+      s.page_size = 4;
+      s.sliding_window = 20;
+      s.window_offsets = true;
+      s.logit_cap = 3.f;
+    }
+    if (variant == 2) {
+      s.kv_fp8 = true;
+      s.k_scale = 0.75f;
+      s.v_scale = 1.5f;
+    }
+    const HostProblem hp = fvt::make_problem(s);
+    const fvt::Reference whole = oracle(hp);
+    const int64_t r0 = hp.qo_indptr[0], r1 = hp.qo_indptr[1], dv = s.dv;
+    ASSERT_GT(r1 - r0, 1);
+    const std::vector<Slice> slices = variant == 1 ? std::vector<Slice>{{0, 4}, {4, 4}, {0, 8}}
+                                                   : std::vector<Slice>{{0, 1}, {s.hq - 1, 1}, {1, 2}, {0, s.hq}};
+    for (const Slice& sl : slices) {
+      std::vector<double> part;
+      ASSERT_EQ(fvt::run_oracle_heads(hp, sl.h0, sl.nh, &part), FV_OK) << fv_last_error();
+      ASSERT_EQ(part.size(), size_t(r1 * sl.nh * dv));
+      for (int64_t t = r0; t < r1; ++t)
+        for (int h = 0; h < sl.nh; ++h)
+          for (int64_t d = 0; d < dv; ++d)
+            ASSERT_EQ(part[(t * sl.nh + h) * dv + d], whole.out[(t * s.hq + sl.h0 + h) * dv + d])
+                << "variant " << variant << " heads " << sl.h0 << "+" << sl.nh << ": t " << t << " h " << h << " d " << d;
+    }
+    if (variant == 1) {
+      std::vector<double> part;
+      EXPECT_EQ(fvt::run_oracle_heads(hp, 2, 4, &part), FV_ERR_INVALID_VALUE);  // splits both groups
+      EXPECT_EQ(fvt::run_oracle_heads(hp, 0, 2, &part), FV_ERR_INVALID_VALUE);
+      EXPECT_EQ(fvt::run_oracle_heads(hp, 4, 8, &part), FV_ERR_INVALID_VALUE);  // past the last head
+    }
+  }
+}
+
 }  // namespace
