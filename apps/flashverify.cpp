@@ -183,7 +183,9 @@ CaseSpec random_check_case(std::mt19937_64& rng, int idx, uint64_t seed) {
   }
   s.tree = static_cast<fvt::Tree>(rng() % 4);
   s.mask_kind = static_cast<int>(rng() % 3);
+  if (s.tree == fvt::Tree::Chain && rng() % 3 == 0) s.mask_kind = FV_MASK_CAUSAL;  // (what a causal mask describes)
   s.dtype = rng() % 2 ? FV_DTYPE_BF16 : FV_DTYPE_FP16;
+  if (rng() % 6 == 0) s = fvt::with_fp8(s, 0.5f + 0.25f * static_cast<float>(rng() % 4), 1.5f);  // an fp8 e4m3 cache
   if (rng() % 3 == 0) {
     s.addressing = FV_KV_PAGE_TABLE;
     s.page_size = 1 << (rng() % 8);
