@@ -638,14 +638,26 @@ int cmd_bench(const Options& o) {
       continue;
     }
     std::vector<float> out_fast, lse_dummy;
-    fast.download(&out_fast, &lse_dummy, nullptr);
+    if (!fast.download(&out_fast, &lse_dummy, nullptr)) {
+      std::printf("%s: FAILED: downloading the fast kernel's output\n", bc.name.c_str());
+      ++failed;
+      continue;
+    }
     std::unique_ptr<fvt::DeviceProblem> naive;
     if (naive_ok) {
       naive.reset(new fvt::DeviceProblem(hp, FV_IMPL_NAIVE));
-      naive->run(s);
-      cudaStreamSynchronize(s);
       std::vector<float> out_naive;
-      naive->download(&out_naive, &lse_dummy, nullptr);
+      bool naive_ran = naive->ok();
+      if (naive_ran) {
+        cudaDeviceSynchronize();  // (its uploads and poison, as for the fast problem above)
+        naive_ran = naive->run(s) == FV_OK && cudaStreamSynchronize(s) == cudaSuccess &&
+                    naive->download(&out_naive, &lse_dummy, nullptr) && out_naive.size() == out_fast.size();
+      }
+      if (!naive_ran) {
+        std::printf("%s: FAILED: the naive kernel: %s %s\n", bc.name.c_str(), naive->error().c_str(), fv_last_error());
+        ++failed;
+        continue;
+      }
       double num = 0, den = 0;
       bool nan = false;
       for (size_t e = 0; e < out_fast.size(); ++e) {
@@ -658,7 +670,7 @@ int cmd_bench(const Options& o) {
     } else {
       r.rel = check_request0_heads(hp, out_fast, &r.check);
     }
-    failed += !(r.rel <= 1e-2);
+    bool case_failed = !(r.rel <= 1e-2);
     {
       fv_problem pb = fast.args().problem;
       size_t ws = 0;
@@ -675,6 +687,7 @@ int cmd_bench(const Options& o) {
       ++failed;
       continue;
     }
+    failed += case_failed;  // (one count a case: a failed check is still timed and shown)
     if (o.graph) {
       cudaGraph_t g = nullptr;
       cudaGraphExec_t ge = nullptr;
@@ -688,7 +701,8 @@ int cmd_bench(const Options& o) {
       if (!(r.graph_us > 0)) {
         std::printf("%s: FAILED: the CUDA-graph replay: %s / %s\n", bc.name.c_str(), fv_last_error(),
                     cudaGetErrorString(cudaGetLastError()));
-        ++failed;
+        failed += !case_failed;
+        case_failed = true;
         r.graph_us = 0;
       }
       if (ge) cudaGraphExecDestroy(ge);
@@ -713,7 +727,7 @@ int cmd_bench(const Options& o) {
     std::fprintf(stderr, "[%d/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (%s)\n", done, cases.size(), bc.name.c_str(),
                  r.us, r.gbs, r.tflops, r.check.c_str());
     if (csv)
-      std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,%s,%.3e,\"%s\",%.2f\n", r.name.c_str(),
+      std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,\"%s\",%.3e,\"%s\",%.2f\n", r.name.c_str(),
                    r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, 100 * r.gbs * r.read_fraction / copy_gbps,
                    100 * r.tflops / kMmaSyncTflops, r.naive_us, r.naive_us > 0 ? r.naive_us / r.us : 0,
                    r.check.c_str(), r.rel, r.target.c_str(), r.check_mode_us);

@@ -488,6 +488,7 @@ fv_status run_oracle(const HostProblem& hp, Reference* ref) {
 
 fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<double>* out) {
   const CaseSpec& s = hp.spec;
+  if (s.hkv < 1 || s.hq % s.hkv != 0) return FV_ERR_INVALID_VALUE;
   const int group = s.hq / s.hkv;
   const bool whole_groups = s.hkv == 1 || (h0 % group == 0 && nh % group == 0);
   if (h0 < 0 || nh < 1 || h0 + nh > s.hq || !whole_groups || hp.qo_indptr.size() < 2) return FV_ERR_INVALID_VALUE;
