@@ -497,6 +497,19 @@ double time_median_us(const std::function<bool(cudaStream_t)>& launch, int iters
   return t[t.size() / 2];
 }
 
+// Relative L2 error of outputs against a reference, accumulated element by element: infinite when either side has
+// a NaN or the reference is all zeros (the bench's checks: against the naive kernel, or the oracle's head slices)
+struct RelL2 {
+  double num = 0, den = 0;
+  bool bad = false;
+  void add(double got, double want) {
+    bad |= std::isnan(got) || std::isnan(want);
+    num += (got - want) * (got - want);
+    den += want * want;
+  }
+  double value() const { return bad || !(den > 0) ? INFINITY : std::sqrt(num / den); }
+};
+
 // The bench's check of a problem too large for the naive kernel: the timed run's own output (`got`, [T, Hq, Dv])
 // against the float64 oracle on request 0's rows (the full prefix) for the leading q heads the oracle affords (~2e10
 // flops; whole KV-head groups) and the last group, so that the configuration checked is the one timed. Returns the
@@ -511,28 +524,21 @@ double check_request0_heads(const HostProblem& hp, const std::vector<float>& got
   while (nh + unit <= sp.hq && (nh + unit) * per_head <= 2e10) nh += unit;
   std::vector<std::pair<int, int>> slices{{0, nh}};
   if (nh < sp.hq) slices.emplace_back(sp.hq - unit, unit);
-  double num = 0, den = 0;
-  bool bad = false;
+  RelL2 err;
   int heads = 0;
   for (const auto& [h0, n] : slices) {
     std::vector<double> ref;
     if (fvt::run_oracle_heads(hp, h0, n, &ref) != FV_OK) {
       std::printf("oracle on request 0, heads %d..%d: %s\n", h0, h0 + n - 1, fv_last_error());
-      bad = true;
+      err.bad = true;
       break;
     }
     heads += n;
     for (int64_t t = r0; t < r1; ++t)
       for (int h = 0; h < n; ++h)
-        for (int64_t d = 0; d < dv; ++d) {
-          const double want = ref[(t * n + h) * dv + d];
-          const double g = got[(t * sp.hq + h0 + h) * dv + d];
-          bad |= std::isnan(want) || std::isnan(g);
-          num += (g - want) * (g - want);
-          den += want * want;
-        }
+        for (int64_t d = 0; d < dv; ++d) err.add(got[(t * sp.hq + h0 + h) * dv + d], ref[(t * n + h) * dv + d]);
   }
-  const double rel = bad || !(den > 0) ? INFINITY : std::sqrt(num / den);
+  const double rel = err.value();
   *label = std::string(rel <= 1e-2 ? "ok" : "FAIL") + " (request 0, " + std::to_string(heads) + " of " +
            std::to_string(sp.hq) + " heads) vs oracle";
   return rel;
@@ -584,7 +590,7 @@ int cmd_bench(const Options& o) {
   struct Row {
     std::string name, config, check, target;
     double us, graph_us, gbs, tflops, naive_us, rel, check_mode_us;
-    double read_fraction = 1.0;
+    double pct_copy = 0;
   };
   std::vector<Row> rows;
   const std::vector<BenchCase> cases = bench_cases(o.suite);
@@ -658,14 +664,9 @@ int cmd_bench(const Options& o) {
         ++failed;
         continue;
       }
-      double num = 0, den = 0;
-      bool nan = false;
-      for (size_t e = 0; e < out_fast.size(); ++e) {
-        nan |= std::isnan(out_fast[e]);
-        num += double(out_fast[e] - out_naive[e]) * (out_fast[e] - out_naive[e]);
-        den += double(out_naive[e]) * out_naive[e];
-      }
-      r.rel = nan ? INFINITY : std::sqrt(num / den);
+      RelL2 err;
+      for (size_t e = 0; e < out_fast.size(); ++e) err.add(out_fast[e], out_naive[e]);
+      r.rel = err.value();
       r.check = r.rel <= 1e-2 ? "ok vs naive" : "FAIL vs naive";
     } else {
       r.rel = check_request0_heads(hp, out_fast, &r.check);
@@ -721,14 +722,15 @@ int cmd_bench(const Options& o) {
       r.naive_us = std::max(0.0, time_median_us([&](cudaStream_t st2) { return naive->run(st2) == FV_OK; },
                                                 std::max(3, o.iters / 5), flush, s));
     r.gbs = hp.kv_bytes / (r.us * 1e-6) / 1e9;
-    r.read_fraction = bc.spec.kv_fp8 ? 0.5 : 1.0;  // (GB/s is of bf16-equivalent KV; % copy of the bytes read)
+    // (GB/s is of bf16-equivalent KV; % copy of the bytes read, half of those for an fp8 pool)
+    r.pct_copy = 100 * r.gbs * (bc.spec.kv_fp8 ? 0.5 : 1.0) / copy_gbps;
     r.tflops = hp.flops / (r.us * 1e-6) / 1e12;
     rows.push_back(r);
     std::fprintf(stderr, "[%d/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (%s)\n", done, cases.size(), bc.name.c_str(),
                  r.us, r.gbs, r.tflops, r.check.c_str());
     if (csv)
       std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,\"%s\",%.3e,\"%s\",%.2f\n", r.name.c_str(),
-                   r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, 100 * r.gbs * r.read_fraction / copy_gbps,
+                   r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, r.pct_copy,
                    100 * r.tflops / kMmaSyncTflops, r.naive_us, r.naive_us > 0 ? r.naive_us / r.us : 0,
                    r.check.c_str(), r.rel, r.target.c_str(), r.check_mode_us);
   }
@@ -738,7 +740,7 @@ int cmd_bench(const Options& o) {
   for (const Row& r : rows)
     std::printf("| %s | %s | %.1f | %s | %.0f | %.1f | %.0f | %.0f | %s | %s | %s (%.1e) | %s |\n", r.name.c_str(),
                 r.config.c_str(), r.us, r.graph_us > 0 ? std::to_string(r.graph_us).substr(0, 6).c_str() : "–", r.gbs,
-                r.tflops, 100 * r.gbs * r.read_fraction / copy_gbps, 100 * r.tflops / kMmaSyncTflops,
+                r.tflops, r.pct_copy, 100 * r.tflops / kMmaSyncTflops,
                 r.naive_us > 0 ? std::to_string(static_cast<int>(r.naive_us)).c_str() : "–",
                 r.naive_us > 0 ? (std::to_string(static_cast<int>(r.naive_us / r.us)) + "x").c_str() : "–",
                 r.check.c_str(), r.rel, r.target.c_str());
