@@ -362,6 +362,13 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     add("gqa32/8 d128 n8 p32k b1", uniform(false, 32, 8, 128, 8, 32768, 1));
     add("gqa32/8 d128 n32 p32k b16", uniform(false, 32, 8, 128, 32, 32768, 16));
     add("gqa8/1 d128 n8 p32k b16", uniform(false, 8, 1, 128, 8, 32768, 16));
+    // the batch-1 headline rows with the prefix's slots in order (the pools' rows read sequentially) instead of
+    // shuffled: how much of those rows' time the random 256-byte (GQA) / 1152-byte (MLA) rows cost
+    for (bool mla : {false, true}) {
+      CaseSpec o = mla ? uniform(true, 16, 1, 0, 8, 32768, 1) : uniform(false, 8, 1, 128, 8, 32768, 1);
+      o.shuffle_slots = false;
+      add(mla ? "mla h16 n8 p32k b1 ordered" : "gqa8/1 d128 n8 p32k b1 ordered", o);
+    }
     // fp8 pools with 64 rows a KV head (the Hopper kernel widens them in shared memory on sm_90: bench/NOTES.md v30)
     for (int b : {4, 8, 16})
       add("gqa8/1 d128 n8 p32k b" + std::to_string(b) + " [fp8 kv]",

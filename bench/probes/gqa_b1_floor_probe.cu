@@ -1,0 +1,228 @@
+// What does GQA 8/1 d128 N=8 P=32768 B=1 (bench "gqa8/1 d128 n8 p32k b1", target <= 15 us, 21.5 us at 9a36b46 on
+// the H200) cost with no attention at all? The same bytes moved the same way, timed the way the bench times a graph
+// (a 256 MB memset flushes L2, then events around one cudaGraphLaunch; median of 60):
+//   empty       one empty kernel: the graph launch and event floor
+//   empty+pdl   two empty kernels, the second a programmatic dependent launch (the verify + combine shape)
+//   gather      G CTAs of 256 threads; CTA c loads its split's 32768 / G slot indices (int32) into shared memory,
+//               then every K and V row of its keys (256 bytes each, 16 threads a row, all loads of a thread in
+//               flight) and XORs them: the prefix's 16.8 MB read through the indices, nothing else
+//   gather+merge  gather, and each CTA also stores a 64-row x 128-column fp32 partial (as a split's unnormalised
+//               rows) and its 64 row sums; a programmatic dependent kernel (64 blocks of 128 threads, one a row) waits
+//               (griddepcontrol.wait) and sums the G partials of its row: the split-KV structure's floor
+// Slots: a random permutation of 1..32768 (the bench's shuffled pool) or 1..32768 in order.
+// Standalone (no flashverify code):
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/floor bench/probes/gqa_b1_floor_probe.cu && /tmp/floor
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);    \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+constexpr int kKeys = 32768, kRowU4 = 16, kRows = 64, kCols = 128, kThreads = 256, kMaxKpc = 512;
+
+__global__ void empty_kernel(unsigned* sink) {
+  if (threadIdx.x == 1023) *sink = 0;
+}
+
+__global__ void empty_dependent(unsigned* sink) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (threadIdx.x == 1023) *sink = 0;
+}
+
+template <bool kPartials>
+__global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict__ idx, const uint4* __restrict__ kp,
+                                                          const uint4* __restrict__ vp, float* __restrict__ part,
+                                                          unsigned* sink, int kpc) {
+  __shared__ int s_idx[kMaxKpc];
+  __shared__ unsigned s_acc[kThreads];
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const int k0 = blockIdx.x * kpc, nk = min(kpc, kKeys - k0);
+  for (int i = threadIdx.x; i < nk; i += kThreads) s_idx[i] = __ldg(idx + k0 + i);
+  __syncthreads();
+  const int piece = threadIdx.x % kRowU4, sub = threadIdx.x / kRowU4;  // 16 keys a pass
+  unsigned acc = 0;
+  constexpr int kUnroll = 32;  // 16 K + 16 V loads a thread in flight (kpc <= 256)
+#pragma unroll
+  for (int u = 0; u < kUnroll / 2; ++u) {
+    const int k = sub + 16 * u;
+    if (k < nk) {
+      const int64_t slot = s_idx[k];
+      const uint4 a = __ldg(kp + slot * kRowU4 + piece);
+      const uint4 b = __ldg(vp + slot * kRowU4 + piece);
+      acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
+    }
+  }
+  for (int k = sub + 16 * (kUnroll / 2); k < nk; k += 16) {  // kpc above 256
+    const int64_t slot = s_idx[k];
+    const uint4 a = __ldg(kp + slot * kRowU4 + piece);
+    const uint4 b = __ldg(vp + slot * kRowU4 + piece);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
+  }
+  if (kPartials) {
+    // the split's 64 x 128 fp32 rows (+ 64 sums): 33 KB a CTA, written with 16-byte stores
+    float4* dst = reinterpret_cast<float4*>(part + int64_t(blockIdx.x) * (kRows * kCols + kRows));
+    const float f = __uint_as_float((acc & 0x007fffffu) | 0x3f000000u);
+    for (int i = threadIdx.x; i < kRows * kCols / 4; i += kThreads) dst[i] = make_float4(f, f, f, f);
+    if (threadIdx.x < kRows) part[int64_t(blockIdx.x) * (kRows * kCols + kRows) + kRows * kCols + threadIdx.x] = 1.f;
+  } else {
+    s_acc[threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned x = 0;
+      for (int i = 0; i < kThreads; ++i) x ^= s_acc[i];
+      if (x == 0x9e3779b9u) *sink = x;
+    }
+  }
+}
+
+// one block a row, one thread a column: sum the G splits' partial rows (as a combine's merge)
+__global__ void merge_kernel(const float* __restrict__ part, float* __restrict__ out, int splits) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const int row = blockIdx.x, col = threadIdx.x;
+  float o = 0, l = 0;
+  for (int s = 0; s < splits; ++s) {
+    const float* p = part + int64_t(s) * (kRows * kCols + kRows);
+    o += __ldcg(p + row * kCols + col);
+    l += __ldcg(p + kRows * kCols + row);
+  }
+  out[row * kCols + col] = o / l;
+}
+
+struct Bufs {
+  int* idx;
+  uint4 *k, *v;
+  float *part, *out;
+  unsigned* sink;
+  void* flush;
+  size_t flush_bytes;
+};
+
+template <class F>
+cudaGraphExec_t make_graph(cudaStream_t s, F launch) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  launch(s);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphDestroy(g));
+  return ge;
+}
+
+double median_us(cudaGraphExec_t ge, const Bufs& b, cudaStream_t s, int iters = 60) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) {
+    CK(cudaMemsetAsync(b.flush, i & 0xff, b.flush_bytes, s));
+    CK(cudaEventRecord(e0, s));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1000.f);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void launch_pdl(cudaStream_t s, void (*kern)(const float*, float*, int), dim3 grid, dim3 block, const float* a, float* o,
+                int n) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, kern, a, o, n));
+}
+
+void launch_pdl_empty(cudaStream_t s, unsigned* sink) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(1);
+  cfg.blockDim = dim3(32);
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, empty_dependent, sink));
+}
+
+int main() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("gqa_b1_floor_probe on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+  Bufs b;
+  const size_t pool = size_t(kKeys + 1) * kRowU4;
+  CK(cudaMalloc(&b.idx, kKeys * sizeof(int)));
+  CK(cudaMalloc(&b.k, pool * sizeof(uint4)));
+  CK(cudaMalloc(&b.v, pool * sizeof(uint4)));
+  CK(cudaMemset(b.k, 0x3c, pool * sizeof(uint4)));
+  CK(cudaMemset(b.v, 0x3d, pool * sizeof(uint4)));
+  const int max_splits = 1056;
+  CK(cudaMalloc(&b.part, size_t(max_splits) * (kRows * kCols + kRows) * sizeof(float)));
+  CK(cudaMalloc(&b.out, kRows * kCols * sizeof(float)));
+  CK(cudaMalloc(&b.sink, 64));
+  b.flush_bytes = size_t(256) << 20;
+  CK(cudaMalloc(&b.flush, b.flush_bytes));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+  std::vector<int> shuffled(kKeys), ordered(kKeys);
+  std::iota(ordered.begin(), ordered.end(), 1);
+  shuffled = ordered;
+  std::mt19937_64 rng(7);
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+
+  auto empty = make_graph(s, [&](cudaStream_t st) { empty_kernel<<<1, 32, 0, st>>>(b.sink); });
+  auto empty2 = make_graph(s, [&](cudaStream_t st) {
+    empty_kernel<<<1, 32, 0, st>>>(b.sink);
+    launch_pdl_empty(st, b.sink);
+  });
+  std::printf("empty        %7.2f us\n", median_us(empty, b, s));
+  std::printf("empty+pdl    %7.2f us\n", median_us(empty2, b, s));
+  const double bytes = 2.0 * kKeys * 256;
+  for (int order = 0; order < 2; ++order) {
+    CK(cudaMemcpy(b.idx, order ? ordered.data() : shuffled.data(), kKeys * sizeof(int), cudaMemcpyHostToDevice));
+    for (int g : {132, 264, 528, 1056}) {
+      const int kpc = (kKeys + g - 1) / g;
+      auto ga = make_graph(s, [&](cudaStream_t st) {
+        gather_kernel<false><<<g, kThreads, 0, st>>>(b.idx, b.k, b.v, b.part, b.sink, kpc);
+      });
+      auto gm = make_graph(s, [&](cudaStream_t st) {
+        gather_kernel<true><<<g, kThreads, 0, st>>>(b.idx, b.k, b.v, b.part, b.sink, kpc);
+        launch_pdl(st, merge_kernel, dim3(kRows), dim3(kCols), b.part, b.out, g);
+      });
+      const double t1 = median_us(ga, b, s), t2 = median_us(gm, b, s);
+      std::printf("%s G=%4d  gather %7.2f us (%5.0f GB/s)   gather+merge %7.2f us\n", order ? "ordered " : "shuffled",
+                  g, t1, bytes / t1 / 1e3, t2);
+      CK(cudaGraphExecDestroy(ga));
+      CK(cudaGraphExecDestroy(gm));
+    }
+  }
+  CK(cudaGetLastError());
+  return 0;
+}
