@@ -722,8 +722,15 @@ int cmd_bench(const Options& o) {
       r.check_mode_us = time_median_us(
           [&](cudaStream_t st2) { return fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2) == FV_OK; },
           o.iters, flush, s);
-      std::printf("check-indices: %s: %.1f us with FV_FLAG_CHECK_INDICES vs %.1f us without (+%.1f us)\n",
-                  bc.name.c_str(), r.check_mode_us, r.us, r.check_mode_us - r.us);
+      if (r.check_mode_us > 0) {
+        std::printf("check-indices: %s: %.1f us with FV_FLAG_CHECK_INDICES vs %.1f us without (+%.1f us)\n",
+                    bc.name.c_str(), r.check_mode_us, r.us, r.check_mode_us - r.us);
+      } else {
+        std::printf("%s: FAILED: timing with FV_FLAG_CHECK_INDICES: %s / %s\n", bc.name.c_str(), fv_last_error(),
+                    cudaGetErrorString(cudaGetLastError()));
+        failed += !case_failed;
+        case_failed = true;
+      }
     }
     if (naive && o.naive)
       r.naive_us = std::max(0.0, time_median_us([&](cudaStream_t st2) { return naive->run(st2) == FV_OK; },
