@@ -3,7 +3,8 @@
 // (a 256 MB memset flushes L2, then events around one cudaGraphLaunch; median of 60):
 //   empty       one empty kernel: the graph launch and event floor
 //   empty+pdl   two empty kernels, the second a programmatic dependent launch (the verify + combine shape)
-//   gather      G CTAs of 256 threads; CTA c loads its split's 32768 / G slot indices (int32) into shared memory,
+//   gather      G CTAs of 256 threads; CTA c reads kv_indptr (the request's length), loads its split's 32768 / G slot
+//               indices (int32) into shared memory,
 //               then every K and V row of its keys (256 bytes each, 16 threads a row, all loads of a thread in
 //               flight) and XORs them: the prefix's 16.8 MB read through the indices, nothing else
 //   gather+merge  gather, and each CTA also stores a 64-row x 128-column fp32 partial (as a split's unnormalised
@@ -43,14 +44,16 @@ __global__ void empty_dependent(unsigned* sink) {
 }
 
 template <bool kPartials>
-__global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict__ idx, const uint4* __restrict__ kp,
+__global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict__ indptr, const int* __restrict__ idx, const uint4* __restrict__ kp,
                                                           const uint4* __restrict__ vp, float* __restrict__ part,
                                                           unsigned* sink, int kpc) {
   __shared__ int s_idx[kMaxKpc];
   __shared__ unsigned s_acc[kThreads];
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  const int k0 = blockIdx.x * kpc, nk = min(kpc, kKeys - k0);
-  for (int i = threadIdx.x; i < nk; i += kThreads) s_idx[i] = __ldg(idx + k0 + i);
+  // the split's keys from kv_indptr (the first of the three dependent round trips: lengths, slot indices, rows)
+  const int base = __ldg(indptr), total = __ldg(indptr + 1) - base;
+  const int k0 = blockIdx.x * kpc, nk = min(kpc, total - k0);
+  for (int i = threadIdx.x; i < nk; i += kThreads) s_idx[i] = __ldg(idx + base + k0 + i);
   __syncthreads();
   const int piece = threadIdx.x % kRowU4, sub = threadIdx.x / kRowU4;  // 16 keys a pass
   unsigned acc = 0;
@@ -71,6 +74,7 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
     const uint4 b = __ldg(vp + slot * kRowU4 + piece);
     acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
   }
+  if (nk <= 0) return;
   if (kPartials) {
     // the split's 64 x 128 fp32 rows (+ 64 sums): 33 KB a CTA, written with 16-byte stores
     float4* dst = reinterpret_cast<float4*>(part + int64_t(blockIdx.x) * (kRows * kCols + kRows));
@@ -102,7 +106,7 @@ __global__ void merge_kernel(const float* __restrict__ part, float* __restrict__
 }
 
 struct Bufs {
-  int* idx;
+  int *indptr, *idx;
   uint4 *k, *v;
   float *part, *out;
   unsigned* sink;
@@ -178,6 +182,9 @@ int main() {
   Bufs b;
   const size_t pool = size_t(kKeys + 1) * kRowU4;
   CK(cudaMalloc(&b.idx, kKeys * sizeof(int)));
+  CK(cudaMalloc(&b.indptr, 2 * sizeof(int)));
+  const int indptr[2] = {0, kKeys};
+  CK(cudaMemcpy(b.indptr, indptr, sizeof indptr, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&b.k, pool * sizeof(uint4)));
   CK(cudaMalloc(&b.v, pool * sizeof(uint4)));
   CK(cudaMemset(b.k, 0x3c, pool * sizeof(uint4)));
@@ -210,10 +217,10 @@ int main() {
     for (int g : {132, 264, 528, 1056}) {
       const int kpc = (kKeys + g - 1) / g;
       auto ga = make_graph(s, [&](cudaStream_t st) {
-        gather_kernel<false><<<g, kThreads, 0, st>>>(b.idx, b.k, b.v, b.part, b.sink, kpc);
+        gather_kernel<false><<<g, kThreads, 0, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
       });
       auto gm = make_graph(s, [&](cudaStream_t st) {
-        gather_kernel<true><<<g, kThreads, 0, st>>>(b.idx, b.k, b.v, b.part, b.sink, kpc);
+        gather_kernel<true><<<g, kThreads, 0, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
         launch_pdl(st, merge_kernel, dim3(kRows), dim3(kCols), b.part, b.out, g);
       });
       const double t1 = median_us(ga, b, s), t2 = median_us(gm, b, s);
