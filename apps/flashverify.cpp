@@ -121,7 +121,9 @@ void usage() {
                "       flashverify check [--cases N] [--seed S]\n"
                "       flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] "
                "[--no-naive] [--only \"A|B$\"] [--check-indices] [--no-flush] [--flush-read]\n"
-               "       flashverify soak [--seconds S] [--seed S] [--report FILE]\n");
+               "       flashverify soak [--seconds S] [--seed S] [--report FILE]\n"
+               "exit status: 0 passed; 1 a failed case, check, timing or capture; 2 bad usage; 77 (bench, soak) no GPU,\n"
+               "nothing measured\n");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -555,7 +557,7 @@ int cmd_bench(const Options& o) {
   const std::string why = fvt::gpu_unavailable_reason();
   if (!why.empty()) {
     std::printf("bench SKIPPED: %s\n", why.c_str());
-    return 0;
+    return 77;  // (a skip, not a pass: nothing was measured)
   }
   int clock = 0, mclock = 0;
   cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, 0);
