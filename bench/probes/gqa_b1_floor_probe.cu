@@ -148,8 +148,9 @@ double median_us(cudaGraphExec_t ge, const Bufs& b, cudaStream_t s, int iters = 
   return t[t.size() / 2];
 }
 
-void launch_pdl(cudaStream_t s, void (*kern)(const float*, float*, int), dim3 grid, dim3 block, const float* a, float* o,
-                int n) {
+// a programmatic dependent launch (the combine's): it may start before the previous kernel ends
+template <class... P, class... A>
+void launch_pdl(cudaStream_t s, void (*kern)(P...), dim3 grid, dim3 block, A... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -159,20 +160,7 @@ void launch_pdl(cudaStream_t s, void (*kern)(const float*, float*, int), dim3 gr
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
   cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, kern, a, o, n));
-}
-
-void launch_pdl_empty(cudaStream_t s, unsigned* sink) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(1);
-  cfg.blockDim = dim3(32);
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, empty_dependent, sink));
+  CK(cudaLaunchKernelEx(&cfg, kern, static_cast<P>(args)...));
 }
 
 int main() {
@@ -207,7 +195,7 @@ int main() {
   auto empty = make_graph(s, [&](cudaStream_t st) { empty_kernel<<<1, 32, 0, st>>>(b.sink); });
   auto empty2 = make_graph(s, [&](cudaStream_t st) {
     empty_kernel<<<1, 32, 0, st>>>(b.sink);
-    launch_pdl_empty(st, b.sink);
+    launch_pdl(st, empty_dependent, dim3(1), dim3(32), b.sink);
   });
   std::printf("empty        %7.2f us\n", median_us(empty, b, s));
   std::printf("empty+pdl    %7.2f us\n", median_us(empty2, b, s));
@@ -221,7 +209,7 @@ int main() {
       });
       auto gm = make_graph(s, [&](cudaStream_t st) {
         gather_kernel<true><<<g, kThreads, 0, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
-        launch_pdl(st, merge_kernel, dim3(kRows), dim3(kCols), b.part, b.out, g);
+        launch_pdl(st, merge_kernel, dim3(kRows), dim3(kCols), static_cast<const float*>(b.part), b.out, g);
       });
       const double t1 = median_us(ga, b, s), t2 = median_us(gm, b, s);
       std::printf("%s G=%4d  gather %7.2f us (%5.0f GB/s)   gather+merge %7.2f us\n", order ? "ordered " : "shuffled",
