@@ -1,6 +1,6 @@
 // What does GQA 8/1 d128 N=8 P=32768 B=1 (bench "gqa8/1 d128 n8 p32k b1", target <= 15 us, 21.5 us at 9a36b46 on
 // the H200) cost with no attention at all? The same bytes moved the same way, timed the way the bench times a graph
-// (a 256 MB memset flushes L2, then events around one cudaGraphLaunch; median of 60):
+// (a 512 MB memset flushes L2, as the bench's, then events around one cudaGraphLaunch; median of 60):
 //   empty       one empty kernel: the graph launch and event floor
 //   empty+pdl   two empty kernels, the second a programmatic dependent launch (the verify + combine shape)
 //   gather      G CTAs of 256 threads; CTA c reads kv_indptr (the request's length), loads its split's 32768 / G slot
@@ -181,7 +181,7 @@ int main() {
   CK(cudaMalloc(&b.part, size_t(max_splits) * (kRows * kCols + kRows) * sizeof(float)));
   CK(cudaMalloc(&b.out, kRows * kCols * sizeof(float)));
   CK(cudaMalloc(&b.sink, 64));
-  b.flush_bytes = size_t(256) << 20;
+  b.flush_bytes = size_t(512) << 20;
   CK(cudaMalloc(&b.flush, b.flush_bytes));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
