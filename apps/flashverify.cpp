@@ -698,6 +698,12 @@ int cmd_bench(const Options& o) {
       continue;
     }
     failed += case_failed;  // (one count a case: a failed check is still timed and shown)
+    auto fail_case = [&](const char* what) {  // a failure after the first timing: counted once, the row still shown
+      std::printf("%s: FAILED: %s: %s / %s\n", bc.name.c_str(), what, fv_last_error(),
+                  cudaGetErrorString(cudaGetLastError()));
+      failed += !case_failed;
+      case_failed = true;
+    };
     if (o.graph) {
       cudaGraph_t g = nullptr;
       cudaGraphExec_t ge = nullptr;
@@ -709,10 +715,7 @@ int cmd_bench(const Options& o) {
                                              o.iters, flush, s)
                             : -1;
       if (!(r.graph_us > 0)) {
-        std::printf("%s: FAILED: the CUDA-graph replay: %s / %s\n", bc.name.c_str(), fv_last_error(),
-                    cudaGetErrorString(cudaGetLastError()));
-        failed += !case_failed;
-        case_failed = true;
+        fail_case("the CUDA-graph replay");
         r.graph_us = 0;
       }
       if (ge) cudaGraphExecDestroy(ge);
@@ -724,15 +727,11 @@ int cmd_bench(const Options& o) {
       r.check_mode_us = time_median_us(
           [&](cudaStream_t st2) { return fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2) == FV_OK; },
           o.iters, flush, s);
-      if (r.check_mode_us > 0) {
+      if (r.check_mode_us > 0)
         std::printf("check-indices: %s: %.1f us with FV_FLAG_CHECK_INDICES vs %.1f us without (+%.1f us)\n",
                     bc.name.c_str(), r.check_mode_us, r.us, r.check_mode_us - r.us);
-      } else {
-        std::printf("%s: FAILED: timing with FV_FLAG_CHECK_INDICES: %s / %s\n", bc.name.c_str(), fv_last_error(),
-                    cudaGetErrorString(cudaGetLastError()));
-        failed += !case_failed;
-        case_failed = true;
-      }
+      else
+        fail_case("timing with FV_FLAG_CHECK_INDICES");
     }
     if (naive && o.naive)
       r.naive_us = std::max(0.0, time_median_us([&](cudaStream_t st2) { return naive->run(st2) == FV_OK; },

@@ -57,23 +57,17 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   __syncthreads();
   const int piece = threadIdx.x % kRowU4, sub = threadIdx.x / kRowU4;  // 16 keys a pass
   unsigned acc = 0;
-  constexpr int kUnroll = 32;  // 16 K + 16 V loads a thread in flight (kpc <= 256)
-#pragma unroll
-  for (int u = 0; u < kUnroll / 2; ++u) {
-    const int k = sub + 16 * u;
-    if (k < nk) {
-      const int64_t slot = s_idx[k];
-      const uint4 a = __ldg(kp + slot * kRowU4 + piece);
-      const uint4 b = __ldg(vp + slot * kRowU4 + piece);
-      acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
-    }
-  }
-  for (int k = sub + 16 * (kUnroll / 2); k < nk; k += 16) {  // kpc above 256
+  auto load_row = [&](int k) {  // 16 bytes of key k's K row and of its V row
     const int64_t slot = s_idx[k];
     const uint4 a = __ldg(kp + slot * kRowU4 + piece);
     const uint4 b = __ldg(vp + slot * kRowU4 + piece);
     acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
-  }
+  };
+  constexpr int kUnrolled = 16;  // passes with every load of a thread in flight (16 K + 16 V: kpc <= 256)
+#pragma unroll
+  for (int u = 0; u < kUnrolled; ++u)
+    if (sub + 16 * u < nk) load_row(sub + 16 * u);
+  for (int k = sub + 16 * kUnrolled; k < nk; k += 16) load_row(k);  // kpc above 256
   if (nk <= 0) return;
   if (kPartials) {
     // the split's 64 x 128 fp32 rows (+ 64 sums): 33 KB a CTA, written with 16-byte stores
