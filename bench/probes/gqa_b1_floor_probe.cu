@@ -8,8 +8,9 @@
 //               then every K and V row of its keys (256 bytes each, 16 threads a row, all loads of a thread in
 //               flight) and XORs them: the prefix's 16.8 MB read through the indices, nothing else
 //   gather+merge  gather, and each CTA also stores a 64-row x 128-column fp32 partial (as a split's unnormalised
-//               rows) and its 64 row sums; a programmatic dependent kernel (64 blocks of 128 threads, one a row) waits
-//               (griddepcontrol.wait) and sums the G partials of its row: the split-KV structure's floor
+//               rows) and its 64 row sums; a programmatic dependent kernel (64 blocks of 512 threads, one a row) waits
+//               (griddepcontrol.wait) and sums the G partials of its row, 16 splits at a time: the split-KV
+//               structure's floor
 // Slots: a random permutation of 1..32768 (the bench's shuffled pool) or 1..32768 in order.
 // Standalone (no flashverify code):
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/floor bench/probes/gqa_b1_floor_probe.cu && /tmp/floor
@@ -86,17 +87,42 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   }
 }
 
-// one block a row, one thread a column: sum the G splits' partial rows (as a combine's merge)
-__global__ void merge_kernel(const float* __restrict__ part, float* __restrict__ out, int splits) {
+// one block a row: 32 threads hold the row's 128 columns as float4s, 16 groups of them take every 16th split, all of a
+// thread's loads in flight (a loop over the splits in one thread would wait on ~G / 4 dependent L2 round trips, which
+// no real combine does), then the groups' sums meet in shared memory (as a combine's merge)
+constexpr int kMergeGroups = 16;
+__global__ void __launch_bounds__(32 * kMergeGroups) merge_kernel(const float* __restrict__ part, float* __restrict__ out,
+                                                                  int splits) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  const int row = blockIdx.x, col = threadIdx.x;
-  float o = 0, l = 0;
-  for (int s = 0; s < splits; ++s) {
+  __shared__ float4 s_o[kMergeGroups][32];
+  __shared__ float s_l[kMergeGroups][32];
+  const int row = blockIdx.x, c4 = threadIdx.x % 32, grp = threadIdx.x / 32;
+  float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+  float l = 0;
+#pragma unroll 8
+  for (int s = grp; s < splits; s += kMergeGroups) {
     const float* p = part + int64_t(s) * (kRows * kCols + kRows);
-    o += __ldcg(p + row * kCols + col);
+    const float4 x = __ldcg(reinterpret_cast<const float4*>(p + row * kCols) + c4);
+    o.x += x.x;
+    o.y += x.y;
+    o.z += x.z;
+    o.w += x.w;
     l += __ldcg(p + kRows * kCols + row);
   }
-  out[row * kCols + col] = o / l;
+  s_o[grp][c4] = o;
+  s_l[grp][c4] = l;
+  __syncthreads();
+  if (grp == 0) {
+    for (int g = 1; g < kMergeGroups; ++g) {
+      o.x += s_o[g][c4].x;
+      o.y += s_o[g][c4].y;
+      o.z += s_o[g][c4].z;
+      o.w += s_o[g][c4].w;
+      l += s_l[g][c4];
+    }
+    const float r = 1.f / l;
+    reinterpret_cast<float4*>(out + row * kCols)[c4] = make_float4(o.x * r, o.y * r, o.z * r, o.w * r);
+  }
 }
 
 struct Bufs {
@@ -203,7 +229,7 @@ int main() {
       });
       auto gm = make_graph(s, [&](cudaStream_t st) {
         gather_kernel<true><<<g, kThreads, 0, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
-        launch_pdl(st, merge_kernel, dim3(kRows), dim3(kCols), static_cast<const float*>(b.part), b.out, g);
+        launch_pdl(st, merge_kernel, dim3(kRows), dim3(32 * kMergeGroups), static_cast<const float*>(b.part), b.out, g);
       });
       const double t1 = median_us(ga, b, s), t2 = median_us(gm, b, s);
       std::printf("%s G=%4d  gather %7.2f us (%5.0f GB/s)   gather+merge %7.2f us\n", order ? "ordered " : "shuffled",
