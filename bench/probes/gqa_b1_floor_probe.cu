@@ -5,8 +5,8 @@
 //   empty+pdl   two empty kernels, the second a programmatic dependent launch (the verify + combine shape)
 //   gather      G CTAs of 256 threads; CTA c reads kv_indptr (the request's length), loads its split's 32768 / G slot
 //               indices (int32) into shared memory,
-//               then every K and V row of its keys (256 bytes each, 16 threads a row, all loads of a thread in
-//               flight) and XORs them: the prefix's 16.8 MB read through the indices, nothing else
+//               then every K and V row of its keys (256 bytes each, 16 threads a row) into shared memory with
+//               cp.async, all in flight at once, and XORs them: the prefix's 16.8 MB read through the indices
 //   gather+merge  gather, and each CTA also stores a 64-row x 128-column fp32 partial (as a split's unnormalised
 //               rows) and its 64 row sums; a programmatic dependent kernel (64 blocks of 512 threads, one a row) waits
 //               (griddepcontrol.wait) and sums the G partials of its row, 16 splits at a time: the split-KV
@@ -33,7 +33,7 @@
     }                                                                                          \
   } while (0)
 
-constexpr int kKeys = 32768, kRowU4 = 16, kRows = 64, kCols = 128, kThreads = 256, kMaxKpc = 512;
+constexpr int kKeys = 32768, kRowU4 = 16, kRows = 64, kCols = 128, kThreads = 256, kMaxKpc = 256;  // kpc <= 256: G >= 128
 
 __global__ void empty_kernel(unsigned* sink) {
   if (threadIdx.x == 1023) *sink = 0;
@@ -56,19 +56,25 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   const int k0 = blockIdx.x * kpc, nk = min(kpc, total - k0);
   for (int i = threadIdx.x; i < nk; i += kThreads) s_idx[i] = __ldg(idx + base + k0 + i);
   __syncthreads();
-  const int piece = threadIdx.x % kRowU4, sub = threadIdx.x / kRowU4;  // 16 keys a pass
-  unsigned acc = 0;
-  auto load_row = [&](int k) {  // 16 bytes of key k's K row and of its V row
+  const int piece = threadIdx.x % kRowU4, sub = threadIdx.x / kRowU4;  // 16 keys a pass, 16 threads a row
+  // every K and V row of the split's keys, 16 bytes a thread, into shared memory with cp.async (as the verify
+  // kernels copy them): all of a CTA's loads are in flight at once, with no register waiting on any of them. (Loads
+  // into registers, as first written, let ptxas fit the kernel in 32 registers by consuming each row before issuing
+  // the next: ~2 rows in flight a thread, a latency-bound gather that would have overstated the floor.)
+  extern __shared__ uint4 s_rows[];  // [key][K, V][16 pieces]
+  for (int k = sub; k < nk; k += 16) {
     const int64_t slot = s_idx[k];
-    const uint4 a = __ldg(kp + slot * kRowU4 + piece);
-    const uint4 b = __ldg(vp + slot * kRowU4 + piece);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
-  };
-  constexpr int kUnrolled = 16;  // passes with every load of a thread in flight (16 K + 16 V: kpc <= 256)
-#pragma unroll
-  for (int u = 0; u < kUnrolled; ++u)
-    if (sub + 16 * u < nk) load_row(sub + 16 * u);
-  for (int k = sub + 16 * kUnrolled; k < nk; k += 16) load_row(k);  // kpc above 256
+    const uint32_t dk = static_cast<uint32_t>(__cvta_generic_to_shared(s_rows + (2 * k) * kRowU4 + piece));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dk), "l"(kp + slot * kRowU4 + piece) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dk + kRowU4 * 16), "l"(vp + slot * kRowU4 + piece)
+                 : "memory");
+  }
+  asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
+  unsigned acc = 0;  // the thread's own pieces, read back once they have landed
+  for (int k = sub; k < nk; k += 16) {
+    const uint4 x = s_rows[(2 * k) * kRowU4 + piece], y = s_rows[(2 * k + 1) * kRowU4 + piece];
+    acc ^= x.x ^ x.y ^ x.z ^ x.w ^ y.x ^ y.y ^ y.z ^ y.w;
+  }
   if (nk <= 0) return;
   if (kPartials) {
     // the split's 64 x 128 fp32 rows (+ 64 sums): 33 KB a CTA, written with 16-byte stores
@@ -205,6 +211,9 @@ int main() {
   CK(cudaMalloc(&b.flush, b.flush_bytes));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int max_smem = kMaxKpc * 2 * kRowU4 * sizeof(uint4);
+  CK(cudaFuncSetAttribute(gather_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+  CK(cudaFuncSetAttribute(gather_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
 
   std::vector<int> shuffled(kKeys), ordered(kKeys);
   std::iota(ordered.begin(), ordered.end(), 1);
@@ -224,11 +233,12 @@ int main() {
     CK(cudaMemcpy(b.idx, order ? ordered.data() : shuffled.data(), kKeys * sizeof(int), cudaMemcpyHostToDevice));
     for (int g : {132, 264, 528, 1056}) {
       const int kpc = (kKeys + g - 1) / g;
+      const size_t smem = size_t(kpc) * 2 * kRowU4 * sizeof(uint4);  // 128 KB at G = 132
       auto ga = make_graph(s, [&](cudaStream_t st) {
-        gather_kernel<false><<<g, kThreads, 0, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
+        gather_kernel<false><<<g, kThreads, smem, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
       });
       auto gm = make_graph(s, [&](cudaStream_t st) {
-        gather_kernel<true><<<g, kThreads, 0, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
+        gather_kernel<true><<<g, kThreads, smem, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
         launch_pdl(st, merge_kernel, dim3(kRows), dim3(32 * kMergeGroups), static_cast<const float*>(b.part), b.out, g);
       });
       const double t1 = median_us(ga, b, s), t2 = median_us(gm, b, s);
