@@ -8,8 +8,8 @@
 //               then every K and V row of its keys (256 bytes each, 16 threads a row) into shared memory with
 //               cp.async, all in flight at once, and XORs them: the prefix's 16.8 MB read through the indices
 //   gather+merge  gather, and each CTA also stores a 64-row x 128-column fp32 partial (as a split's unnormalised
-//               rows) and its 64 row sums; a programmatic dependent kernel (64 blocks of 512 threads, one a row) waits
-//               (griddepcontrol.wait) and sums the G partials of its row, 16 splits at a time: the split-KV
+//               rows) and its 64 row sums; a programmatic dependent kernel (64 blocks of 1024 threads, one a row) waits
+//               (griddepcontrol.wait) and sums the G partials of its row, 32 splits at a time: the split-KV
 //               structure's floor
 // Slots: a random permutation of 1..32768 (the bench's shuffled pool) or 1..32768 in order.
 // Standalone (no flashverify code):
@@ -93,10 +93,10 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   }
 }
 
-// one block a row: 32 threads hold the row's 128 columns as float4s, 16 groups of them take every 16th split, all of a
+// one block a row: 32 threads hold the row's 128 columns as float4s, 32 groups of them take every 32nd split, all of a
 // thread's loads in flight (a loop over the splits in one thread would wait on ~G / 4 dependent L2 round trips, which
 // no real combine does), then the groups' sums meet in shared memory (as a combine's merge)
-constexpr int kMergeGroups = 16;
+constexpr int kMergeGroups = 32;  // 1024 threads: at G = 132 a thread has ~4 splits, all its loads in flight
 __global__ void __launch_bounds__(32 * kMergeGroups) merge_kernel(const float* __restrict__ part, float* __restrict__ out,
                                                                   int splits) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
