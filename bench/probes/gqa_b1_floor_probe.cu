@@ -61,18 +61,21 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   // kernels copy them): all of a CTA's loads are in flight at once, with no register waiting on any of them. (Loads
   // into registers, as first written, let ptxas fit the kernel in 32 registers by consuming each row before issuing
   // the next: ~2 rows in flight a thread, a latency-bound gather that would have overstated the floor.)
-  extern __shared__ uint4 s_rows[];  // [key][K, V][16 pieces]
+  extern __shared__ uint4 s_rows[];                      // [key][K, V][16 pieces]
+  auto piece_at = [&](int k, int kv) { return s_rows + (2 * k + kv) * kRowU4 + piece; };  // kv: 0 K, 1 V
+  auto copy = [](uint4* dst, const uint4* src) {
+    const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+  };
   for (int k = sub; k < nk; k += 16) {
     const int64_t slot = s_idx[k];
-    const uint32_t dk = static_cast<uint32_t>(__cvta_generic_to_shared(s_rows + (2 * k) * kRowU4 + piece));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dk), "l"(kp + slot * kRowU4 + piece) : "memory");
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dk + kRowU4 * 16), "l"(vp + slot * kRowU4 + piece)
-                 : "memory");
+    copy(piece_at(k, 0), kp + slot * kRowU4 + piece);
+    copy(piece_at(k, 1), vp + slot * kRowU4 + piece);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
   unsigned acc = 0;  // the thread's own pieces, read back once they have landed
   for (int k = sub; k < nk; k += 16) {
-    const uint4 x = s_rows[(2 * k) * kRowU4 + piece], y = s_rows[(2 * k + 1) * kRowU4 + piece];
+    const uint4 x = *piece_at(k, 0), y = *piece_at(k, 1);
     acc ^= x.x ^ x.y ^ x.z ^ x.w ^ y.x ^ y.y ^ y.z ^ y.w;
   }
   if (nk <= 0) return;
@@ -233,6 +236,10 @@ int main() {
     CK(cudaMemcpy(b.idx, order ? ordered.data() : shuffled.data(), kKeys * sizeof(int), cudaMemcpyHostToDevice));
     for (int g : {132, 264, 528, 1056}) {
       const int kpc = (kKeys + g - 1) / g;
+      if (kpc > kMaxKpc) {  // s_idx and the dynamic shared memory hold at most kMaxKpc keys a CTA
+        std::printf("G=%d: %d keys a CTA, above %d\n", g, kpc, kMaxKpc);
+        return 1;
+      }
       const size_t smem = size_t(kpc) * 2 * kRowU4 * sizeof(uint4);  // 128 KB at G = 132
       auto ga = make_graph(s, [&](cudaStream_t st) {
         gather_kernel<false><<<g, kThreads, smem, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
