@@ -11,7 +11,8 @@
 //               rows) and its 64 row sums; a programmatic dependent kernel (64 blocks of 1024 threads, one a row) waits
 //               (griddepcontrol.wait) and sums the G partials of its row, 32 splits at a time: the split-KV
 //               structure's floor
-// Slots: a random permutation of 1..32768 (the bench's shuffled pool) or 1..32768 in order.
+// Slots: a random permutation of 1..32768 (the bench's shuffled pool), 1..32768 in order, or "direct": 1..32768
+// computed from the key with no slot-index load at all (the cost of the indices' round trip).
 // Standalone (no flashverify code):
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/floor bench/probes/gqa_b1_floor_probe.cu && /tmp/floor
 #include <cuda_runtime.h>
@@ -54,7 +55,8 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   // the split's keys from kv_indptr (the first of the three dependent round trips: lengths, slot indices, rows)
   const int base = __ldg(indptr), total = __ldg(indptr + 1) - base;
   const int k0 = blockIdx.x * kpc, nk = min(kpc, total - k0);
-  for (int i = threadIdx.x; i < nk; i += kThreads) s_idx[i] = __ldg(idx + base + k0 + i);
+  // idx == nullptr: "direct", slot = key + 1 with no slot-index load (what that round trip costs)
+  for (int i = threadIdx.x; i < nk; i += kThreads) s_idx[i] = idx ? __ldg(idx + base + k0 + i) : base + k0 + i + 1;
   __syncthreads();
   const int piece = threadIdx.x % kRowU4, sub = threadIdx.x / kRowU4;  // 16 keys a pass, 16 threads a row
   // every K and V row of the split's keys, 16 bytes a thread, into shared memory with cp.async (as the verify
@@ -232,8 +234,11 @@ int main() {
   std::printf("empty        %7.2f us\n", median_us(empty, b, s));
   std::printf("empty+pdl    %7.2f us\n", median_us(empty2, b, s));
   const double bytes = 2.0 * kKeys * 256;
-  for (int order = 0; order < 2; ++order) {
-    CK(cudaMemcpy(b.idx, order ? ordered.data() : shuffled.data(), kKeys * sizeof(int), cudaMemcpyHostToDevice));
+  const char* names[3] = {"shuffled", "ordered ", "direct  "};
+  for (int order = 0; order < 3; ++order) {
+    if (order < 2)
+      CK(cudaMemcpy(b.idx, order ? ordered.data() : shuffled.data(), kKeys * sizeof(int), cudaMemcpyHostToDevice));
+    const int* idx = order < 2 ? b.idx : nullptr;
     for (int g : {132, 264, 528, 1056}) {
       const int kpc = (kKeys + g - 1) / g;
       if (kpc > kMaxKpc) {  // s_idx and the dynamic shared memory hold at most kMaxKpc keys a CTA
@@ -242,14 +247,14 @@ int main() {
       }
       const size_t smem = size_t(kpc) * 2 * kRowU4 * sizeof(uint4);  // 128 KB at G = 132
       auto ga = make_graph(s, [&](cudaStream_t st) {
-        gather_kernel<false><<<g, kThreads, smem, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
+        gather_kernel<false><<<g, kThreads, smem, st>>>(b.indptr, idx, b.k, b.v, b.part, b.sink, kpc);
       });
       auto gm = make_graph(s, [&](cudaStream_t st) {
-        gather_kernel<true><<<g, kThreads, smem, st>>>(b.indptr, b.idx, b.k, b.v, b.part, b.sink, kpc);
+        gather_kernel<true><<<g, kThreads, smem, st>>>(b.indptr, idx, b.k, b.v, b.part, b.sink, kpc);
         launch_pdl(st, merge_kernel, dim3(kRows), dim3(32 * kMergeGroups), static_cast<const float*>(b.part), b.out, g);
       });
       const double t1 = median_us(ga, b, s), t2 = median_us(gm, b, s);
-      std::printf("%s G=%4d  gather %7.2f us (%5.0f GB/s)   gather+merge %7.2f us\n", order ? "ordered " : "shuffled",
+      std::printf("%s G=%4d  gather %7.2f us (%5.0f GB/s)   gather+merge %7.2f us\n", names[order],
                   g, t1, bytes / t1 / 1e3, t2);
       CK(cudaGraphExecDestroy(ga));
       CK(cudaGraphExecDestroy(gm));
