@@ -45,7 +45,9 @@ __global__ void empty_dependent(unsigned* sink) {
   if (threadIdx.x == 1023) *sink = 0;
 }
 
-template <bool kPartials>
+enum Copy { kCpAsync, kBulkRows, kBulkSpan };
+
+template <bool kPartials, int kCopy>
 __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict__ indptr, const int* __restrict__ idx, const uint4* __restrict__ kp,
                                                           const uint4* __restrict__ vp, float* __restrict__ part,
                                                           unsigned* sink, int kpc) {
@@ -69,17 +71,53 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
     const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
   };
-  for (int k = sub; k < nk; k += 16) {
-    const int64_t slot = s_idx[k];
-    copy(piece_at(k, 0), kp + slot * kRowU4 + piece);
-    copy(piece_at(k, 1), vp + slot * kRowU4 + piece);
+  if (kCopy == kCpAsync) {
+    for (int k = sub; k < nk; k += 16) {
+      const int64_t slot = s_idx[k];
+      copy(piece_at(k, 0), kp + slot * kRowU4 + piece);
+      copy(piece_at(k, 1), vp + slot * kRowU4 + piece);
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
+  } else {
+    // the bulk-copy (TMA) engine instead of the threads' 16-byte copies: one mbarrier waits for every byte;
+    // kBulkRows issues one 256-byte copy a K or V row (a gather through the slots), kBulkSpan one copy of the
+    // split's K span and one of its V span (contiguous slots only: the read floor of these bytes)
+    __shared__ alignas(8) unsigned long long s_bar;
+    const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&s_bar));
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(nk * 2 * kRowU4 * 16)
+                   : "memory");
+    }
+    __syncthreads();
+    auto bulk = [&](uint4* dst, const uint4* src, int bytes) {
+      const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
+                   "l"(src), "r"(bytes), "r"(bar)
+                   : "memory");
+    };
+    if (kCopy == kBulkRows) {
+      for (int i = threadIdx.x; i < 2 * nk; i += kThreads) {  // K rows then V rows: [key][K, V] as above
+        const int k = i >> 1, kv = i & 1;
+        bulk(s_rows + (2 * k + kv) * kRowU4, (kv ? vp : kp) + int64_t(s_idx[k]) * kRowU4, kRowU4 * 16);
+      }
+    } else if (threadIdx.x < 2) {  // kBulkSpan: [K span][V span]
+      bulk(s_rows + threadIdx.x * nk * kRowU4, (threadIdx.x ? vp : kp) + int64_t(s_idx[0]) * kRowU4, nk * kRowU4 * 16);
+    }
+    asm volatile(
+        "{\n.reg .pred p;\nW: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n@!p bra W;\n}" ::"r"(bar)
+        : "memory");
   }
-  asm volatile("cp.async.commit_group;\ncp.async.wait_all;" ::: "memory");
   unsigned acc = 0;  // the thread's own pieces, read back once they have landed
+  bool bad = false;  // the pools hold 0x3c (K) and 0x3d (V) bytes: a copy not waited for shows up as sink[1]
   for (int k = sub; k < nk; k += 16) {
-    const uint4 x = *piece_at(k, 0), y = *piece_at(k, 1);
+    const uint4 x = kCopy == kBulkSpan ? s_rows[k * kRowU4 + piece] : *piece_at(k, 0);
+    const uint4 y = kCopy == kBulkSpan ? s_rows[(nk + k) * kRowU4 + piece] : *piece_at(k, 1);
     acc ^= x.x ^ x.y ^ x.z ^ x.w ^ y.x ^ y.y ^ y.z ^ y.w;
+    bad |= (x.x & x.w) != 0x3c3c3c3cu || (y.x & y.w) != 0x3d3d3d3du;
   }
+  if (bad) sink[1] = 1;
   if (nk <= 0) return;
   if (kPartials) {
     // the split's 64 x 128 fp32 rows (+ 64 sums): 33 KB a CTA, written with 16-byte stores
@@ -212,13 +250,21 @@ int main() {
   CK(cudaMalloc(&b.part, size_t(max_splits) * (kRows * kCols + kRows) * sizeof(float)));
   CK(cudaMalloc(&b.out, kRows * kCols * sizeof(float)));
   CK(cudaMalloc(&b.sink, 64));
+  CK(cudaMemset(b.sink, 0, 64));
   b.flush_bytes = size_t(512) << 20;
   CK(cudaMalloc(&b.flush, b.flush_bytes));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const int max_smem = kMaxKpc * 2 * kRowU4 * sizeof(uint4);
-  CK(cudaFuncSetAttribute(gather_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
-  CK(cudaFuncSetAttribute(gather_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+  using Gather = void (*)(const int*, const int*, const uint4*, const uint4*, float*, unsigned*, int);
+  const Gather plain[3] = {gather_kernel<false, kCpAsync>, gather_kernel<false, kBulkRows>, gather_kernel<false, kBulkSpan>};
+  const Gather with_partials[3] = {gather_kernel<true, kCpAsync>, gather_kernel<true, kBulkRows>,
+                                   gather_kernel<true, kBulkSpan>};
+  const char* copy_names[3] = {"cp.async ", "bulk rows", "bulk span"};
+  for (int c = 0; c < 3; ++c) {
+    CK(cudaFuncSetAttribute(plain[c], cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+    CK(cudaFuncSetAttribute(with_partials[c], cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+  }
 
   std::vector<int> shuffled(kKeys), ordered(kKeys);
   std::iota(ordered.begin(), ordered.end(), 1);
@@ -239,25 +285,34 @@ int main() {
     if (order < 2)
       CK(cudaMemcpy(b.idx, order ? ordered.data() : shuffled.data(), kKeys * sizeof(int), cudaMemcpyHostToDevice));
     const int* idx = order < 2 ? b.idx : nullptr;
-    for (int g : {132, 264, 528, 1056}) {
-      const int kpc = (kKeys + g - 1) / g;
-      if (kpc > kMaxKpc) {  // s_idx and the dynamic shared memory hold at most kMaxKpc keys a CTA
-        std::printf("G=%d: %d keys a CTA, above %d\n", g, kpc, kMaxKpc);
-        return 1;
+    for (int c = 0; c < (order < 2 ? 2 : 3); ++c) {  // a span copy needs contiguous slots: direct only
+      for (int g : {132, 264, 528, 1056}) {
+        const int kpc = (kKeys + g - 1) / g;
+        if (kpc > kMaxKpc) {  // s_idx and the dynamic shared memory hold at most kMaxKpc keys a CTA
+          std::printf("G=%d: %d keys a CTA, above %d\n", g, kpc, kMaxKpc);
+          return 1;
+        }
+        const size_t smem = size_t(kpc) * 2 * kRowU4 * sizeof(uint4);  // 128 KB at G = 132
+        auto ga = make_graph(s, [&](cudaStream_t st) {
+          plain[c]<<<g, kThreads, smem, st>>>(b.indptr, idx, b.k, b.v, b.part, b.sink, kpc);
+        });
+        auto gm = make_graph(s, [&](cudaStream_t st) {
+          with_partials[c]<<<g, kThreads, smem, st>>>(b.indptr, idx, b.k, b.v, b.part, b.sink, kpc);
+          launch_pdl(st, merge_kernel, dim3(kRows), dim3(32 * kMergeGroups), static_cast<const float*>(b.part), b.out,
+                     g);
+        });
+        const double t1 = median_us(ga, b, s), t2 = median_us(gm, b, s);
+        std::printf("%s %s G=%4d  gather %7.2f us (%5.0f GB/s)   gather+merge %7.2f us\n", names[order], copy_names[c],
+                    g, t1, bytes / t1 / 1e3, t2);
+        CK(cudaGraphExecDestroy(ga));
+        CK(cudaGraphExecDestroy(gm));
+        unsigned bad = 0;
+        CK(cudaMemcpy(&bad, b.sink + 1, sizeof bad, cudaMemcpyDeviceToHost));
+        if (bad) {
+          std::printf("FAIL: a CTA read its rows before they landed\n");
+          return 1;
+        }
       }
-      const size_t smem = size_t(kpc) * 2 * kRowU4 * sizeof(uint4);  // 128 KB at G = 132
-      auto ga = make_graph(s, [&](cudaStream_t st) {
-        gather_kernel<false><<<g, kThreads, smem, st>>>(b.indptr, idx, b.k, b.v, b.part, b.sink, kpc);
-      });
-      auto gm = make_graph(s, [&](cudaStream_t st) {
-        gather_kernel<true><<<g, kThreads, smem, st>>>(b.indptr, idx, b.k, b.v, b.part, b.sink, kpc);
-        launch_pdl(st, merge_kernel, dim3(kRows), dim3(32 * kMergeGroups), static_cast<const float*>(b.part), b.out, g);
-      });
-      const double t1 = median_us(ga, b, s), t2 = median_us(gm, b, s);
-      std::printf("%s G=%4d  gather %7.2f us (%5.0f GB/s)   gather+merge %7.2f us\n", names[order],
-                  g, t1, bytes / t1 / 1e3, t2);
-      CK(cudaGraphExecDestroy(ga));
-      CK(cudaGraphExecDestroy(gm));
     }
   }
   CK(cudaGetLastError());
