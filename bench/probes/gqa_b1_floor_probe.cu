@@ -6,7 +6,10 @@
 //   gather      G CTAs of 256 threads; CTA c reads kv_indptr (the request's length), loads its split's 32768 / G slot
 //               indices (int32) into shared memory,
 //               then every K and V row of its keys (256 bytes each, 16 threads a row) into shared memory with
-//               cp.async, all in flight at once, and XORs them: the prefix's 16.8 MB read through the indices
+//               cp.async, all in flight at once, and XORs them: the prefix's 16.8 MB read through the indices.
+//               "bulk rows": the same rows by the bulk-copy (TMA) engine, one cp.async.bulk a 256-byte row, one
+//               mbarrier for the CTA; "bulk span" (direct slots only): one bulk copy of the split's K span and one
+//               of its V span, the read floor of these bytes. Each mode checks that the rows it reads back landed.
 //   gather+merge  gather, and each CTA also stores a 64-row x 128-column fp32 partial (as a split's unnormalised
 //               rows) and its 64 row sums; a programmatic dependent kernel (64 blocks of 1024 threads, one a row) waits
 //               (griddepcontrol.wait) and sums the G partials of its row, 32 splits at a time: the split-KV
