@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   // the split's keys from kv_indptr (the first of the three dependent round trips: lengths, slot indices, rows)
   const int base = __ldg(indptr), total = __ldg(indptr + 1) - base;
-  const int k0 = blockIdx.x * kpc, nk = min(kpc, total - k0);
+  const int k0 = blockIdx.x * kpc, nk = max(0, min(kpc, total - k0));  // G = 1056: the last CTAs have no keys
   // idx == nullptr: "direct", slot = key + 1 with no slot-index load (what that round trip costs)
   for (int i = threadIdx.x; i < nk; i += kThreads) s_idx[i] = idx ? __ldg(idx + base + k0 + i) : base + k0 + i + 1;
   __syncthreads();
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
         const int k = i >> 1, kv = i & 1;
         bulk(s_rows + (2 * k + kv) * kRowU4, (kv ? vp : kp) + int64_t(s_idx[k]) * kRowU4, kRowU4 * 16);
       }
-    } else if (threadIdx.x < 2) {  // kBulkSpan: [K span][V span]
+    } else if (threadIdx.x < 2 && nk > 0) {  // kBulkSpan: [K span][V span]
       bulk(s_rows + threadIdx.x * nk * kRowU4, (threadIdx.x ? vp : kp) + int64_t(s_idx[0]) * kRowU4, nk * kRowU4 * 16);
     }
     asm volatile(
