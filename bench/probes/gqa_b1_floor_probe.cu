@@ -68,8 +68,13 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   // kernels copy them): all of a CTA's loads are in flight at once, with no register waiting on any of them. (Loads
   // into registers, as first written, let ptxas fit the kernel in 32 registers by consuming each row before issuing
   // the next: ~2 rows in flight a thread, a latency-bound gather that would have overstated the floor.)
-  extern __shared__ uint4 s_rows[];                      // [key][K, V][16 pieces]
-  auto piece_at = [&](int k, int kv) { return s_rows + (2 * k + kv) * kRowU4 + piece; };  // kv: 0 K, 1 V
+  // the rows' places in shared memory, kv 0 for K and 1 for V: [key][K, V][16 pieces], or for one span copy each
+  // (kBulkSpan) [K, V][key][16 pieces]; every copy and the readback go through row_at
+  extern __shared__ uint4 s_rows[];
+  auto row_at = [&](int k, int kv) {
+    return s_rows + (kCopy == kBulkSpan ? kv * nk + k : 2 * k + kv) * kRowU4;
+  };
+  auto piece_at = [&](int k, int kv) { return row_at(k, kv) + piece; };
   auto copy = [](uint4* dst, const uint4* src) {
     const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
@@ -101,12 +106,13 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
                    : "memory");
     };
     if (kCopy == kBulkRows) {
-      for (int i = threadIdx.x; i < 2 * nk; i += kThreads) {  // K rows then V rows: [key][K, V] as above
+      for (int i = threadIdx.x; i < 2 * nk; i += kThreads) {  // a K row and a V row a key
         const int k = i >> 1, kv = i & 1;
-        bulk(s_rows + (2 * k + kv) * kRowU4, (kv ? vp : kp) + int64_t(s_idx[k]) * kRowU4, kRowU4 * 16);
+        bulk(row_at(k, kv), (kv ? vp : kp) + int64_t(s_idx[k]) * kRowU4, kRowU4 * 16);
       }
-    } else if (threadIdx.x < 2 && nk > 0) {  // kBulkSpan: [K span][V span]
-      bulk(s_rows + threadIdx.x * nk * kRowU4, (threadIdx.x ? vp : kp) + int64_t(s_idx[0]) * kRowU4, nk * kRowU4 * 16);
+    } else if (threadIdx.x < 2 && nk > 0) {  // kBulkSpan: thread 0 the K span, thread 1 the V span
+      const int kv = threadIdx.x;
+      bulk(row_at(0, kv), (kv ? vp : kp) + int64_t(s_idx[0]) * kRowU4, nk * kRowU4 * 16);
     }
     asm volatile(
         "{\n.reg .pred p;\nW: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n@!p bra W;\n}" ::"r"(bar)
@@ -115,8 +121,7 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(const int* __restrict_
   unsigned acc = 0;  // the thread's own pieces, read back once they have landed
   bool bad = false;  // the pools hold 0x3c (K) and 0x3d (V) bytes: a copy not waited for shows up as sink[1]
   for (int k = sub; k < nk; k += 16) {
-    const uint4 x = kCopy == kBulkSpan ? s_rows[k * kRowU4 + piece] : *piece_at(k, 0);
-    const uint4 y = kCopy == kBulkSpan ? s_rows[(nk + k) * kRowU4 + piece] : *piece_at(k, 1);
+    const uint4 x = *piece_at(k, 0), y = *piece_at(k, 1);
     acc ^= x.x ^ x.y ^ x.z ^ x.w ^ y.x ^ y.y ^ y.z ^ y.w;
     bad |= (x.x & x.w) != 0x3c3c3c3cu || (y.x & y.w) != 0x3d3d3d3du;
   }
