@@ -6,7 +6,8 @@
 //   flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] [--no-naive]
 //                     [--only "A|B$"] [--check-indices] [--no-flush] [--flush-read]
 //                                          medians with L2 flushed; µs, GB/s, TFLOP/s, % of the ceilings;
-//                                          --only: cases whose name contains A or ends with B; --no-flush (or
+//                                          --only: cases whose name contains A or ends with B (plain text, no
+//                                          regex; selecting no case is bad usage, exit 2); --no-flush (or
 //                                          FV_BENCH_NO_FLUSH=1): L2 kept between runs (code and data stay warm:
 //                                          latency studies only); --flush-read (or FV_BENCH_FLUSH=read): L2
 //                                          flushed by reading 512 MB (clean lines) instead of the default memset
@@ -553,7 +554,37 @@ double check_request0_heads(const HostProblem& hp, const std::vector<float>& got
   return rel;
 }
 
+// --only: '|'-separated alternatives, each a substring of the case name; a trailing '$' anchors one at the end
+// (plain text, not a regular expression); empty selects every case
+bool only_matches(const std::string& name, const std::string& only) {
+  if (only.empty()) return true;
+  size_t from = 0;
+  while (from <= only.size()) {
+    size_t bar = only.find('|', from);
+    if (bar == std::string::npos) bar = only.size();
+    std::string needle = only.substr(from, bar - from);
+    from = bar + 1;
+    const bool anchored = !needle.empty() && needle.back() == '$';
+    if (anchored) needle.pop_back();
+    if (needle.empty()) continue;
+    const size_t at = name.rfind(needle);
+    if (at != std::string::npos && (!anchored || at + needle.size() == name.size())) return true;
+  }
+  return false;
+}
+
 int cmd_bench(const Options& o) {
+  // a pattern that selects nothing is a mistake in the command (a regex group such as "p(16|32)k" is two plain
+  // alternatives here), not an empty table to pass on: say so before anything else, with or without a GPU
+  {
+    const std::vector<BenchCase> all = bench_cases(o.suite);
+    if (std::none_of(all.begin(), all.end(), [&](const BenchCase& bc) { return only_matches(bc.name, o.only); })) {
+      std::fprintf(stderr, "bench: --only \"%s\" selects none of the %zu cases of --suite %s (alternatives are "
+                   "'|'-separated plain substrings of a case name, '$' anchors one at the end)\n",
+                   o.only.c_str(), all.size(), o.suite.c_str());
+      return 2;
+    }
+  }
   const std::string why = fvt::gpu_unavailable_reason();
   if (!why.empty()) {
     std::printf("bench SKIPPED: %s\n", why.c_str());
@@ -606,23 +637,7 @@ int cmd_bench(const Options& o) {
   int done = 0, failed = 0;
   for (const BenchCase& bc : cases) {
     ++done;
-    if (!o.only.empty()) {
-      // '|'-separated alternatives, each a substring of the case name; a trailing '$' anchors one at the end
-      bool hit = false;
-      size_t from = 0;
-      while (!hit && from <= o.only.size()) {
-        size_t bar = o.only.find('|', from);
-        if (bar == std::string::npos) bar = o.only.size();
-        std::string needle = o.only.substr(from, bar - from);
-        from = bar + 1;
-        const bool anchored = !needle.empty() && needle.back() == '$';
-        if (anchored) needle.pop_back();
-        if (needle.empty()) continue;
-        const size_t at = bc.name.rfind(needle);
-        hit = at != std::string::npos && (!anchored || at + needle.size() == bc.name.size());
-      }
-      if (!hit) continue;
-    }
+    if (!only_matches(bc.name, o.only)) continue;
     std::fprintf(stderr, "[%d/%zu] %s: building inputs...\n", done, cases.size(), bc.name.c_str());
     // the largest cases (the P sweep's B = 16 GQA row at 256K: 17 GB of pools) may not fit the host's memory
     HostProblem hp;
