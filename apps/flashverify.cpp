@@ -576,14 +576,12 @@ bool only_matches(const std::string& name, const std::string& only) {
 int cmd_bench(const Options& o) {
   // a pattern that selects nothing is a mistake in the command (a regex group such as "p(16|32)k" is two plain
   // alternatives here), not an empty table to pass on: say so before anything else, with or without a GPU
-  {
-    const std::vector<BenchCase> all = bench_cases(o.suite);
-    if (std::none_of(all.begin(), all.end(), [&](const BenchCase& bc) { return only_matches(bc.name, o.only); })) {
-      std::fprintf(stderr, "bench: --only \"%s\" selects none of the %zu cases of --suite %s (alternatives are "
-                   "'|'-separated plain substrings of a case name, '$' anchors one at the end)\n",
-                   o.only.c_str(), all.size(), o.suite.c_str());
-      return 2;
-    }
+  const std::vector<BenchCase> cases = bench_cases(o.suite);
+  if (std::none_of(cases.begin(), cases.end(), [&](const BenchCase& bc) { return only_matches(bc.name, o.only); })) {
+    std::fprintf(stderr, "bench: --only \"%s\" selects none of the %zu cases of --suite %s (alternatives are "
+                 "'|'-separated plain substrings of a case name, '$' anchors one at the end)\n",
+                 o.only.c_str(), cases.size(), o.suite.c_str());
+    return 2;
   }
   const std::string why = fvt::gpu_unavailable_reason();
   if (!why.empty()) {
@@ -633,7 +631,6 @@ int cmd_bench(const Options& o) {
     double pct_copy = 0;
   };
   std::vector<Row> rows;
-  const std::vector<BenchCase> cases = bench_cases(o.suite);
   int done = 0, failed = 0;
   for (const BenchCase& bc : cases) {
     ++done;
