@@ -549,8 +549,11 @@ struct Verify {
   // Is draft j visible to draft i of the segment's request? (i, j < n)
   __device__ static bool tree_visible(const VerifyParams& p, const Seg& s, int i, int j) {
     if (p.mask_kind == FV_MASK_CAUSAL) return j <= i;
-    if (p.bytes_direct)
-      return __ldg(p.custom_mask + s.mask0 + int64_t(i) * (s.woff + s.plen + s.n) + s.woff + s.plen + j) != 0;
+    if (p.bytes_direct) {
+      // rows off_b + P_b + N_b wide: past 2^31 bytes with a large window offset, so formed in 64 bits
+      const int64_t cols = int64_t(s.woff) + s.plen;
+      return __ldg(p.custom_mask + s.mask0 + int64_t(i) * (cols + s.n) + cols + j) != 0;
+    }
     // user bits are indexed by the global q row; converted bits by (request, draft)
     const int64_t row = p.mask_kind == FV_MASK_BITS ? s.qo0 + i : int64_t(s.b) * p.max_draft + i;
     const uint32_t word = __ldg(p.mask_bits + row * p.mask_bits_stride + (j >> 5));

@@ -2,7 +2,8 @@
 //  - index-checking mode: every kind of bad length / slot / page / parent is reported as a status with the
 //    CPU validator's message, nothing is read out of bounds (run under compute-sanitizer memcheck too),
 //    valid inputs pass and give the right answer, and the mode refuses CUDA-graph capture;
-//  - 64-bit offsets: pool rows and query/output rows whose element offsets pass 2^31, and 1024 requests;
+//  - 64-bit offsets: pool rows and query/output rows whose element offsets pass 2^31, byte-mask rows that start past
+//    2^31 bytes (a large window offset), and 1024 requests;
 //  - numerics: very large logits, NaN/Inf in pool rows nobody references, sm_scale 0 and negative, batches
 //    of padded requests; each against the float64 oracle;
 //  - every kernel instantiation (each tile configuration in bf16 and fp16, the naive kernel, the check
@@ -442,6 +443,71 @@ TEST(Offsets64, PoolAndTokenRowsPast2To31Elements) {
     for (int impl : {FV_IMPL_FAST, FV_IMPL_NAIVE}) {
       SCOPED_TRACE(impl);
       run_far_offsets(hp, impl, shift, qs, qs, qs / 2);
+    }
+  }
+}
+
+// SGLang's byte mask under a sliding window: request b's rows are off_b + P_b + N_b wide, so with a window offset near
+// 2^31 a request's second row starts past 2^31 bytes into its block and the column offsets must be formed in 64 bits
+// (the verify kernels' in-place read formed the row width in int32 until v53: row 1 read row 0's columns). Two
+// requests (the in-place read; batches above 16 convert the mask on the device first), the first 3 rows of 2^31 + 11
+// bytes. The oracle runs the same tree in the compact layout: the offsets shape the layout only, and a window of 2^29
+// hides no key of these prefixes. Fast (also in check mode) and naive.
+TEST(Offsets64, WindowOffsetRowsPast2To31Bytes) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 33;
+  for (bool mla : {true, false}) {
+    CaseSpec s = base_case(mla, seed + mla);
+    s.draft = {3, 8};
+    s.prefix = {17, 333};
+    s.sliding_window = 1 << 29;
+    SCOPED_TRACE(s.describe());
+    const HostProblem hp = fvt::make_problem(s);
+    ASSERT_EQ(s.mask_kind, FV_MASK_BYTES);
+    ASSERT_TRUE(hp.window_kv_offsets.empty());  // the compact layout, for the oracle
+    const int B = s.batch();
+    const std::vector<int64_t> off = {(int64_t(1) << 31) - 9, 5};
+    std::vector<int64_t> mi(B + 1, 0);
+    std::vector<int32_t> woff(B);
+    for (int b = 0; b < B; ++b) {
+      const int64_t plen = hp.kv_indptr[b + 1] - hp.kv_indptr[b], n = hp.qo_indptr[b + 1] - hp.qo_indptr[b];
+      woff[b] = static_cast<int32_t>(off[b]);
+      mi[b + 1] = mi[b] + n * (off[b] + plen + n);
+    }
+    const size_t mask_bytes = static_cast<size_t>(mi[B]);
+    DevBuf mask(mask_bytes), dmi(mi.size() * 8), dwoff(woff.size() * 4);
+    ASSERT_TRUE(mask.p && dmi.p && dwoff.p) << "device allocation failed (" << mi[B] << " mask bytes)";
+    uint8_t* m = static_cast<uint8_t*>(mask.p);
+    ASSERT_EQ(cudaMemset(m, 0, mask_bytes), cudaSuccess);  // the prefix columns: never read
+    for (int b = 0; b < B; ++b) {
+      const int64_t plen = hp.kv_indptr[b + 1] - hp.kv_indptr[b], n = hp.qo_indptr[b + 1] - hp.qo_indptr[b];
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t* src = hp.custom_mask.data() + hp.mask_indptr[b] + i * (plen + n) + plen;
+        ASSERT_EQ(cudaMemcpy(m + mi[b] + i * (off[b] + plen + n) + off[b] + plen, src, size_t(n),
+                             cudaMemcpyHostToDevice), cudaSuccess);
+      }
+    }
+    ASSERT_EQ(cudaMemcpy(dmi.p, mi.data(), mi.size() * 8, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dwoff.p, woff.data(), woff.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    for (int run = 0; run < 3; ++run) {
+      const int impl = run == 2 ? FV_IMPL_NAIVE : FV_IMPL_FAST;
+      const char* label = run == 0 ? "fast" : run == 1 ? "fast, check mode" : "naive";
+      SCOPED_TRACE(label);
+      fvt::DeviceProblem dp(hp, impl);
+      ASSERT_TRUE(dp.ok()) << dp.error();
+      fv_args a = dp.args();
+      a.custom_mask = m;
+      a.mask_indptr.data = dmi.p;
+      a.mask_indptr.dtype = FV_INDEX_INT64;
+      a.window_kv_offsets = static_cast<const int32_t*>(dwoff.p);
+      if (run == 1) a.problem.flags |= FV_FLAG_CHECK_INDICES;
+      dp.poison();
+      ASSERT_EQ(fv_run(&a, dp.workspace(), dp.workspace_bytes(), nullptr), FV_OK) << fv_last_error();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      fvt::Comparison c;
+      ASSERT_NO_FATAL_FAILURE(fvg::check_device_outputs(hp, dp, label, &c));
+      std::printf("[ offsets  ] %-70s %-16s window offset %lld, mask %lld bytes: rel L2 %.2e\n", s.describe().c_str(),
+                  label, static_cast<long long>(off[0]), static_cast<long long>(mi[B]), c.rel_l2);
     }
   }
 }
