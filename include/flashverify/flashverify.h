@@ -21,6 +21,8 @@
  * The last dimension of every tensor is contiguous; the other strides are given in elements, non-negative,
  * rows (tokens, slots) outermost: with H heads of dim D, stride_head >= D (when H > 1) and the row stride
  * >= (H - 1) * stride_head + D. A head-major view ([H, rows, D] transposed) is refused (FV_ERR_BAD_STRIDE).
+ * Every tensor and index pointer that the chosen addressing and mask kind use must be non-NULL, also for an
+ * empty batch (B = 0) or T = 0, where nothing is read (FV_ERR_NULL_POINTER otherwise).
  *
  * Typical use (CUB-style two calls: size the workspace once for the largest batch, then run):
  *
@@ -60,15 +62,17 @@ typedef enum fv_status {
   FV_ERR_HEAD_COUNT = 3,           /* num_q_heads is not a positive multiple of num_kv_heads */
   FV_ERR_UNSUPPORTED_HEAD_DIM = 4, /* (head_dim_qk, head_dim_v) not in the supported list */
   FV_ERR_UNSUPPORTED_DTYPE = 5,    /* unknown dtype code, or one the chosen device / implementation lacks */
-  FV_ERR_BAD_LENGTH = 6,           /* a negative length or count (batch_size, an indptr entry, ...) */
+  FV_ERR_BAD_LENGTH = 6,           /* a negative or out-of-range length or count (batch_size, max_draft, ...) */
   FV_ERR_INCONSISTENT_LENGTHS = 7, /* indptr arrays not monotone, N_b > max_draft, ... */
   FV_ERR_MASK_INDPTR = 8,          /* mask_indptr disagrees with N_b * (off_b + P_b + N_b), or an entry is negative */
   FV_ERR_BAD_STRIDE = 9,           /* a stride too small, negative, or misaligned for the kernel */
   FV_ERR_WORKSPACE_TOO_SMALL = 10, /* workspace_bytes is less than fv_workspace_size() reported */
   FV_ERR_UNSUPPORTED = 11,         /* a combination the chosen implementation does not serve */
-  FV_ERR_NO_DEVICE = 12,           /* CUDA requested but no usable GPU, or no code for its architecture */
+  FV_ERR_NO_DEVICE = 12,           /* CUDA requested but no usable GPU, or the library has no code for its
+                                      architecture (fv_workspace_size and fv_run) */
   FV_ERR_CUDA = 13,                /* a CUDA runtime call failed (message has its error string) */
-  FV_ERR_BAD_INDEX = 14,           /* a KV slot, page id or parent index out of range */
+  FV_ERR_BAD_INDEX = 14,           /* a KV slot, page id or parent index out of range, or a prefix that needs
+                                      more pages than a page-table row holds (page_table_stride) */
   FV_ERR_BAD_MASK = 15,            /* a parent array with a cycle or self-parent */
   FV_ERR_INTERNAL = 16
 } fv_status;
@@ -116,7 +120,8 @@ typedef enum fv_kv_addressing {
 typedef enum fv_profile {
   FV_PROFILE_AUTO = 0,       /* the fastest configuration that fits the current GPU */
   FV_PROFILE_SMALL_SMEM = 1, /* force the configurations that fit 99 KB of shared memory (sm_86/89/120) */
-  FV_PROFILE_LARGE_SMEM = 2  /* force the large-tile configuration (needs ~227 KB: sm_90/sm_100) */
+  FV_PROFILE_LARGE_SMEM = 2  /* MLA: force the large-tile configuration (needs ~227 KB: sm_90/sm_100;
+                                FV_ERR_UNSUPPORTED where it does not fit); other head dims: as AUTO */
 } fv_profile;
 
 /* fv_problem.flags bits. */
@@ -150,10 +155,11 @@ typedef struct fv_problem {
   int32_t out_dtype;    /* fv_dtype of out; 0 = same as dtype (FP32 allowed on CUDA, FP64 on CPU) */
   int32_t batch_size;   /* B: the indptr arrays have B + 1 entries */
   int32_t max_draft;    /* upper bound on N_b, the draft tokens of any request (1..65536) */
-  int32_t num_q_heads;  /* Hq (Hq x max_draft at most 2^24) */
+  int32_t num_q_heads;  /* Hq (Hq x max_draft at most 2^24: FV_ERR_UNSUPPORTED above) */
   int32_t num_kv_heads; /* Hkv; Hq must be a multiple */
   int32_t head_dim_qk;  /* Dqk: 576 (MLA) or 64, 128, 256 */
-  int32_t head_dim_v;   /* Dv: 512 (MLA, one KV head) or equal to Dqk */
+  int32_t head_dim_v;   /* Dv: 512 (MLA) or equal to Dqk. MLA models have one KV head; more are accepted
+                           (the mma.sync tile serves them, not the Hopper MLA kernel) */
   int32_t mask_kind;    /* fv_mask_kind */
   int32_t kv_addressing;/* fv_kv_addressing */
   int32_t page_size;    /* tokens per page (FV_KV_PAGE_TABLE), ignored otherwise */
@@ -232,7 +238,8 @@ typedef struct fv_args {
                                   FLT_MAX / log2(e), which the kernels' base-2 scaling needs) is safe: one
                                   far above every score gives out ~0 and lse = the sink. NaN, +inf and
                                   finite values above 2.35e38 are invalid (check mode rejects them) */
-  const int32_t* window_kv_offsets; /* optional [B], FV_MASK_BYTES only: request b's byte-mask rows are
+  const int32_t* window_kv_offsets; /* optional [B], FV_MASK_BYTES only (non-NULL with another mask kind:
+                                  FV_ERR_UNSUPPORTED, with or without a window): request b's byte-mask rows are
                                   off_b + P_b + N_b wide and its draft columns start at off_b + P_b
                                   (SGLang's layout when a sliding window dropped off_b prefix tokens).
                                   Read only with sliding_window > 0, as SGLang's kernel reads them; ignored

@@ -553,6 +553,22 @@ void expect_matches_oracle(const HostProblem& hp, const char* label) {
               cn.rel_l2);
 }
 
+// MLA head dims with more than one KV head (not an MLA model's layout, but the ABI accepts it: the mma.sync tiles
+// serve it, the Hopper MLA kernel takes one KV head only), 16-bit and fp8 pools, against the oracle
+TEST(Numerics, MlaDimsWithSeveralKvHeads) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 41;
+  for (int hkv : {2, 4}) {
+    for (bool fp8 : {false, true}) {
+      CaseSpec s = base_case(true, seed + hkv + fp8);
+      s.hq = 16;
+      s.hkv = hkv;
+      s.kv_fp8 = fp8;
+      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), fp8 ? "mla hkv>1 fp8" : "mla hkv>1"));
+    }
+  }
+}
+
 TEST(Numerics, VeryLargeLogits) {
   REQUIRE_GPU();
   // inputs in [-4, 4] and scale 1: scores with a spread of hundreds (exp would overflow float32 many
