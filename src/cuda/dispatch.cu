@@ -267,8 +267,18 @@ fv_status cuda_current_device(DeviceProps* out) {
   auto older_ptx = [](const cudaFuncAttributes& fa, int below) { return fa.ptxVersion > 0 && fa.ptxVersion < below; };
   // the combine kernels (all built from this file for the same architectures): griddepcontrol.wait is compiled in
   // from sm_90 on
+  // A library without code this device can load (no SASS of its major architecture, no PTX older than it) is
+  // refused here, by fv_workspace_size as well as fv_run, rather than at the first launch (FV_ERR_CUDA)
   cudaFuncAttributes fa{};
-  if (cudaFuncGetAttributes(&fa, combine_kernel<__nv_bfloat16, 128, 128>) == cudaSuccess) {
+  err = cudaFuncGetAttributes(&fa, combine_kernel<__nv_bfloat16, 128, 128>);
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+    cudaGetLastError();
+    return fail(FV_ERR_NO_DEVICE,
+                "CUDA device %d is sm_%d%d and this library has no code it can load (built for sm %s: %s); rebuild "
+                "with CMAKE_CUDA_ARCHITECTURES including %d%d",
+                dev, p.cc_major, p.cc_minor, cuda_arch_list(), cudaGetErrorString(err), p.cc_major, p.cc_minor);
+  }
+  if (err == cudaSuccess) {
     p.combine_waits = fa.binaryVersion >= 90 && !older_ptx(fa, 90);
   } else {
     cudaGetLastError();
