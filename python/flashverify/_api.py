@@ -105,6 +105,10 @@ def _index(t: Optional[_T], device: str) -> _lib.FvIndex:
         raise TypeError(f"{t.name}: is on {t.device}, the call runs on {device}")
     _require_rank(t, 1, "a 1-D index array")
     _require_contiguous_1d(t)
+    if t.ptr == 0:
+        # (an empty torch tensor has no storage; the C ABI takes a NULL index array as a missing argument)
+        raise ValueError(f"{t.name}: has no storage (an empty tensor, data_ptr 0): pass at least one element, "
+                         f"e.g. a 1-element array when every prefix is empty")
     ix.data = t.ptr
     ix.dtype = _lib.INDEX_INT64 if t.dtype == "int64" else _lib.INDEX_INT32
     return ix
@@ -307,6 +311,18 @@ def build_args(*, device: str, q, k_draft, v_draft, k_pool, v_pool, out, lse, qo
     return a, list(T.values())
 
 
+def _no_tokens(q, k_draft, v_draft, out) -> bool:
+    """True for a call with no draft tokens (q has 0 rows): there is nothing to compute and nothing is launched
+    or read (an empty tensor may have no storage, which the C ABI would take for a missing argument). k_draft,
+    v_draft and out must have 0 rows too."""
+    if len(getattr(q, "shape", ())) != 3 or q.shape[0] != 0:
+        return False
+    for name, t in (("k_draft", k_draft), ("v_draft", v_draft), ("out", out)):
+        if t is not None and (len(getattr(t, "shape", ())) < 1 or t.shape[0] != 0):
+            raise ValueError(f"{name}: q has 0 rows (no draft tokens), {name} has shape {list(getattr(t, 'shape', ()))}")
+    return True
+
+
 # ---------------------------------------------------------------------------------------------------
 
 def reference(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indices=None, *,
@@ -317,7 +333,7 @@ def reference(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indi
     [tokens, q_heads, head_dim_v], lse float32 [tokens, q_heads] (natural log; -inf for a row that sees
     nothing). Every length, index and mask entry is validated first (FlashVerifyError names the bad one).
     `modifiers`: SGLang's score modifiers as in verify_attention (sinks, window_kv_offsets, logit_cap,
-    sliding_window, xai_temperature_len, k_scale, v_scale).
+    sliding_window, xai_temperature_len, k_scale, v_scale). No draft tokens (q with 0 rows): empty out and lse.
     """
     import numpy as np
 
@@ -328,6 +344,8 @@ def reference(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv_indi
     tokens, hq = q.shape[0], q.shape[1]
     out = np.full((tokens, hq, v_draft.shape[2]), np.nan, dtype=np.float64)
     lse = np.full((tokens, hq), np.nan, dtype=np.float32)
+    if _no_tokens(q, k_draft, v_draft, None):
+        return out, lse
     if max_draft is None:
         qo = np.asarray(qo_indptr)
         max_draft = int(np.max(np.diff(qo))) if qo.shape[0] > 1 else 1
@@ -361,6 +379,10 @@ class Workspace:
         grows with batch_size, so the largest batch covers all smaller ones. `kv_dtype`: "fp8" for an fp8 e4m3
         cache, `dtype`'s for a 16-bit one, None (default): enough for either (the planner may pick another tile
         for an fp8 cache, and with it another workspace size)."""
+        # (ctypes would wrap an out-of-range int silently: batch_size 2**32 + 1 sized as batch 1)
+        ints = {n: _i32(n, v) for n, v in dict(batch_size=batch_size, max_draft=max_draft, num_q_heads=num_q_heads,
+                                               num_kv_heads=num_kv_heads, head_dim_qk=head_dim_qk,
+                                               head_dim_v=head_dim_v, num_kv_splits=num_kv_splits).items()}
         import torch
 
         p = _lib.FvProblem()
@@ -368,11 +390,12 @@ class Workspace:
         p.device = _lib.DEVICE_CUDA
         p.impl = {"fast": _lib.IMPL_FAST, "naive": _lib.IMPL_NAIVE}[impl]
         p.dtype = _FLOAT_CODES[str(dtype).replace("torch.", "")]
-        p.batch_size, p.max_draft = batch_size, max_draft
-        p.num_q_heads, p.num_kv_heads, p.head_dim_qk, p.head_dim_v = num_q_heads, num_kv_heads, head_dim_qk, head_dim_v
+        p.batch_size, p.max_draft = ints["batch_size"], ints["max_draft"]
+        p.num_q_heads, p.num_kv_heads = ints["num_q_heads"], ints["num_kv_heads"]
+        p.head_dim_qk, p.head_dim_v = ints["head_dim_qk"], ints["head_dim_v"]
         p.mask_kind = {"bytes": _lib.MASK_BYTES, "bits": _lib.MASK_BITS, "parents": _lib.MASK_PARENTS,
                        "causal": _lib.MASK_CAUSAL}[mask]
-        p.num_kv_splits = num_kv_splits
+        p.num_kv_splits = ints["num_kv_splits"]
         p.profile = {"auto": 0, "small_smem": 1, "large_smem": 2}[profile]
         if kv_dtype is None:
             kv_codes = (0, _lib.DTYPE_FP8_E4M3)
@@ -408,7 +431,8 @@ def verify_attention(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, 
     sliding_window (+ window_kv_offsets int32 [B] for the byte mask's layout, read with a window only, as
     SGLang reads them), xai_temperature_len, k_scale / v_scale (prefix keys / values; 0 means 1, the C ABI's
     convention). check_indices=True validates every index on the device
-    first (synchronises; not under CUDA-graph capture).
+    first (synchronises; not under CUDA-graph capture). A call with no draft tokens (q with 0 rows) launches
+    nothing and returns `out` (0 rows) as it is.
     Wrong dtypes, devices, shapes or strides raise TypeError / ValueError naming the tensor before any
     launch; a bad value the library catches raises FlashVerifyError.
     """
@@ -453,6 +477,8 @@ def run_on_tensors(q, k_draft, v_draft, k_pool, v_pool, qo_indptr, kv_indptr, kv
     """The body of the torch op: build fv_args and launch on the current stream."""
     import torch
 
+    if _no_tokens(q, k_draft, v_draft, out):
+        return
     if workspace is not None and (workspace.dtype != torch.uint8 or not workspace.is_contiguous()):
         # (numel() of an expanded view counts bytes it does not own; another dtype's would under-report)
         raise TypeError(f"workspace: expected a contiguous uint8 tensor (Workspace.buffer), got {workspace.dtype} "

@@ -389,6 +389,23 @@ def test_errors_before_launch():
         flashverify.verify_attention(*args, **{**kw, "workspace": small})
 
 
+def test_no_draft_tokens_and_empty_index_arrays():
+    """q with 0 rows (empty CUDA tensors, which have no storage): nothing is launched and `out` comes back as it
+    is; an empty kv_indices tensor (data_ptr 0) is refused by name, not as the C ABI's NULL argument."""
+    sb = SGLangBatch(5, mla=False, batch=2, n=4, hq=8, hkv=2, d=64)
+    args = list(sb.fv_inputs())
+    kw = dict(custom_mask=sb.custom_mask, mask_indptr=sb.mask_indptr, sm_scale=sb.sm_scale, max_draft=4,
+              workspace=sb.workspace())
+    empty = [args[0][:0], args[1][:0], args[2][:0], args[3], args[4], torch.zeros_like(args[5]), args[6], args[7]]
+    out = flashverify.verify_attention(*empty, **kw)
+    assert out.shape == (0, args[0].shape[1], args[2].shape[2])
+    with pytest.raises(ValueError, match="v_draft: q has 0 rows"):
+        flashverify.verify_attention(*empty[:2], args[2][:1], *empty[3:], **kw)
+    no_slots = torch.empty(0, dtype=args[7].dtype, device="cuda")
+    with pytest.raises(ValueError, match="kv_indices: has no storage"):
+        flashverify.verify_attention(*args[:7], no_slots, **kw)
+
+
 def test_torch_compile_traces_the_op():
     sb = SGLangBatch(9, mla=False, batch=2, n=4, hq=8, hkv=1, d=128, max_prefix=500)
     ws = sb.workspace()

@@ -294,6 +294,28 @@ def test_arrays_too_short_or_strided_are_rejected_before_the_library_reads_them(
     assert np.isfinite(out).all()
 
 
+def test_no_draft_tokens_and_out_of_range_sizes():
+    """q with 0 rows: empty outputs, nothing run (numpy gives empty arrays zero strides, which the view checks would
+    refuse); the other per-token arrays must have 0 rows too. Workspace.required_bytes refuses a size its int32
+    field would wrap (it used to size batch 2**32 + 1 as batch 1); the check comes before torch is imported."""
+    rng = np.random.default_rng(7)
+    pb = make_problem(rng)
+    hq, dv = pb["q"].shape[1], pb["v_draft"].shape[2]
+    empty = dict(q=pb["q"][:0], k_draft=pb["k_draft"][:0], v_draft=pb["v_draft"][:0], k_pool=pb["k_pool"],
+                 v_pool=pb["v_pool"], qo_indptr=np.zeros(2, np.int32), kv_indptr=np.array([0, 5], np.int32),
+                 kv_indices=pb["kv_indices"])
+    out, lse = flashverify.reference(**empty, causal=True, sm_scale=0.1)
+    assert out.shape == (0, hq, dv) and lse.shape == (0, hq)
+    with pytest.raises(ValueError, match=r"k_draft: q has 0 rows \(no draft tokens\)"):
+        flashverify.reference(**{**empty, "k_draft": pb["k_draft"][:1]}, causal=True, sm_scale=0.1)
+    from flashverify._api import Workspace
+    shapes = dict(batch_size=4, max_draft=8, num_q_heads=8, num_kv_heads=1, head_dim_qk=128, head_dim_v=128)
+    for name, bad in (("batch_size", 2**32 + 1), ("max_draft", 2**31), ("num_q_heads", -2**31 - 1),
+                      ("num_kv_splits", 2**40)):
+        with pytest.raises(ValueError, match=f"{name} = {bad} does not fit the C ABI's 32-bit field"):
+            Workspace.required_bytes(**{**shapes, name: bad})
+
+
 def test_views_and_argument_mixes_the_abi_cannot_express_are_rejected():
     """A byte stride off the item size (a field of a structured array) has no element stride; a page table view of
     fewer columns than a prefix needs would let it read past the view (the ABI is given the row stride only);
