@@ -244,6 +244,34 @@ def test_head_major_pools_go_to_triton(B, monkeypatch):
     assert B.stats["fallback:kv_layout:hnd"] == before + 1 and len(TRITON_CALLS) == 1
 
 
+def test_first_full_attention_layer_of_hybrid_pools(B, monkeypatch):
+    """The layer the CUDA-graph workspace is sized from: the first one whose buffers the pool hands out. SGLang's
+    HybridLinearKVPool has no layer_num and raises for linear-attention ids: its full-attention layers are the keys
+    of full_attention_layer_id_mapping; a plain pool whose first layers raise is scanned from start_layer."""
+    class HybridLinear:
+        full_attention_layer_id_mapping = {7: 1, 3: 0}
+
+        def get_key_buffer(self, layer_id):
+            if layer_id not in self.full_attention_layer_id_mapping:
+                raise ValueError(f"{layer_id=} not in full attention layers")
+            return torch.zeros(4, 1, 8)
+
+    class Plain(HybridLinear):
+        full_attention_layer_id_mapping = None
+        start_layer, layer_num = 2, 4
+
+        def get_key_buffer(self, layer_id):
+            if layer_id < 4:
+                raise ValueError("linear layer")
+            return torch.zeros(4, 1, 8)
+
+    be = make_backend(B, monkeypatch)
+    be.token_to_kv_pool = HybridLinear()
+    assert be._first_full_layer() == 3
+    be.token_to_kv_pool = Plain()
+    assert be._first_full_layer() == 4
+
+
 def test_tensor_subclasses_are_tensors():
     from flashverify import _api
 

@@ -147,15 +147,22 @@ class FlashVerifyBackend(TritonAttnBackend):
                 if self._workspace is None or self._workspace.nbytes < need:
                     self._set_workspace(Workspace(need, device=k_buf.device))
         except Exception as e:  # the backend still works: eager calls size it on first use
-            self._log_once("ws-init", f"flashverify: no workspace preallocated ({e}); graphs captured before an "
-                           "eager verify call has sized one use Triton for verify")
+            self._log_once("ws-init", f"flashverify: no workspace preallocated ({e}); the first eager verify call "
+                           "(SGLang's warm-up before each capture) sizes it, and a graph captured with none uses "
+                           "Triton for verify")
 
     def _first_full_layer(self) -> int:
         # the first layer whose KV buffers the pool hands out (hybrid pools raise for their linear-attention
-        # layers, which may come first)
+        # layers, which may come first). SGLang's HybridLinearKVPool has no layer_num (it does not run the base
+        # class's __init__): its full-attention layer ids are the keys of full_attention_layer_id_mapping
         pool = self.token_to_kv_pool
         start = getattr(pool, "start_layer", 0) or 0
-        for layer in range(start, start + max(1, int(getattr(pool, "layer_num", 1) or 1))):
+        mapping = getattr(pool, "full_attention_layer_id_mapping", None)
+        if isinstance(mapping, dict) and mapping:
+            candidates = sorted(mapping)
+        else:
+            candidates = range(start, start + max(1, int(getattr(pool, "layer_num", 1) or 1)))
+        for layer in candidates:
             try:
                 pool.get_key_buffer(layer)
                 return layer
