@@ -244,6 +244,61 @@ def test_head_major_pools_go_to_triton(B, monkeypatch):
     assert B.stats["fallback:kv_layout:hnd"] == before + 1 and len(TRITON_CALLS) == 1
 
 
+def test_dispatch_under_capture_and_after(B, monkeypatch):
+    """_extend_dispatch end to end with the kernel stubbed (it writes 3) and capture switched by hand: a call served
+    under capture marks the workspace as used by a graph and is never shadow-checked; one that needs a larger
+    workspace under capture goes to Triton rather than allocate; eagerly the larger workspace replaces it and the
+    old one is kept alive (a graph holds it); every eager call is shadow-checked with FLASHVERIFY_SHADOW=1 (Triton's
+    stub writes 7: a mismatch, so Triton's output is used and the backend turns itself off); int64 window offsets
+    reach the kernel as int32, and met first under capture they go to Triton."""
+    be = make_backend(B, monkeypatch, shadow="1")
+    served, capturing, need = [], [False], [1024]
+
+    def kernel(q, k_ext, v_ext, k_buf, v_buf, qo, kv, idx, *, out, workspace, **kw):
+        served.append(dict(kw, workspace=workspace))
+        out.fill_(3.0)
+
+    monkeypatch.setattr(B, "verify_attention", kernel)
+    monkeypatch.setattr(B.Workspace, "required_bytes", staticmethod(lambda **kw: need[0]))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    be._workspace = None
+    be._retired.clear()
+    TRITON_CALLS.clear()
+    mask = torch.ones(2 * 4 * 14, dtype=torch.bool)
+    woff64 = torch.tensor([3, 5], dtype=torch.int64)
+    swa = dict(custom_mask=mask, is_causal=False, mask_indptr=torch.tensor([0, 56, 112], dtype=torch.int32),
+               sliding_window_size=8, window_kv_offsets=woff64)
+
+    capturing[0] = True  # no workspace yet: nothing is allocated under capture
+    a = call_args()
+    be._extend_dispatch(**a)
+    assert len(served) == 0 and len(TRITON_CALLS) == 1 and be._workspace is None
+    capturing[0] = False  # SGLang's eager warm-up sizes it; served and shadow-checked
+    a = call_args()
+    be._extend_dispatch(**a)
+    assert len(served) == 1 and len(TRITON_CALLS) == 2 and be._workspace is not None
+    first = be._workspace
+    assert B.stats["shadow_mismatch"] >= 1 and bool((a["o_extend"] == 7).all()) and be._disabled
+    be._disabled = False  # (as after a restart) capture: served, marked, not shadow-checked
+    capturing[0] = True
+    a = call_args()
+    be._extend_dispatch(**a)
+    assert len(served) == 2 and len(TRITON_CALLS) == 2 and bool((a["o_extend"] == 3).all())
+    assert be._workspace_in_graph and served[-1]["workspace"] is first
+    need[0] = 4096  # a larger batch under capture (a shape not sized before): Triton, no allocation
+    be._ws_need.clear()
+    be._extend_dispatch(**call_args())
+    assert len(served) == 2 and len(TRITON_CALLS) == 3 and be._workspace is first
+    be._extend_dispatch(**call_args(**swa))  # int64 offsets met first under capture: Triton
+    assert len(served) == 2 and len(TRITON_CALLS) == 4
+    capturing[0] = False  # eagerly: a new workspace, the captured one kept alive
+    be._shadow_every = 0
+    be._extend_dispatch(**call_args(**swa))
+    assert len(served) == 3 and be._workspace is not first and first in be._retired
+    woff = served[-1]["window_kv_offsets"]
+    assert woff.dtype == torch.int32 and woff.tolist() == [3, 5] and served[-1]["sliding_window"] == 8
+
+
 def test_first_full_attention_layer_of_hybrid_pools(B, monkeypatch):
     """The layer the CUDA-graph workspace is sized from: the first one whose buffers the pool hands out. SGLang's
     HybridLinearKVPool has no layer_num and raises for linear-attention ids: its full-attention layers are the keys
