@@ -54,12 +54,19 @@ def tree_parents(rng, n, kind):
     return par
 
 
+# Fresh inputs every session: each batch's seed is its test's number plus this one (FV_SEED repeats a session, as in
+# the C++ suites); printed with -s and in a failure's traceback
+SESSION_SEED = int(os.environ.get("FV_SEED") or np.random.SeedSequence().entropy % 1_000_000_007)
+print(f"[ seed     ] python GPU tests: FV_SEED={SESSION_SEED}")
+
+
 class SGLangBatch:
     """Inputs exactly as TritonAttnBackend hands them to extend_attention_fwd in target verify."""
 
     def __init__(self, seed, *, mla, batch, n, hq, hkv=1, d=128, max_prefix=3000, mask_dtype=torch.bool,
                  qo_dtype=torch.int32, dtype=torch.bfloat16, padded=1, extra_slots=64, tree="random"):
-        rng = np.random.default_rng(seed)
+        self.seed = SESSION_SEED + seed
+        rng = np.random.default_rng(self.seed)
         dev = "cuda"
         self.mla, self.n, self.batch = mla, n, batch
         dqk, dv = (576, 512) if mla else (d, d)
@@ -411,7 +418,9 @@ def test_torch_compile_traces_the_op():
     ws = sb.workspace()
 
     def f(q):
-        out = torch.empty(q.shape[0], sb.hq, sb.dv, dtype=q.dtype, device=q.device)
+        # poisoned: an op that wrote nothing would otherwise pass on whatever the allocator's block held (an earlier
+        # test's result of the same shape among them)
+        out = torch.full((q.shape[0], sb.hq, sb.dv), float("nan"), dtype=q.dtype, device=q.device)
         return flashverify.verify_attention(q, *sb.fv_inputs()[1:], custom_mask=sb.custom_mask,
                                             mask_indptr=sb.mask_indptr, sm_scale=sb.sm_scale, max_draft=4,
                                             workspace=ws, out=out) * 1.0
@@ -419,4 +428,5 @@ def test_torch_compile_traces_the_op():
     compiled = torch.compile(f, fullgraph=False)
     got = compiled(sb.q)
     torch.cuda.synchronize()
+    assert not torch.isnan(got).any()
     assert rel(got, sb.reference()) <= 1e-2
