@@ -123,8 +123,8 @@ void usage() {
                "       flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] "
                "[--no-naive] [--only \"A|B$\"] [--check-indices] [--no-flush] [--flush-read]\n"
                "       flashverify soak [--seconds S] [--seed S] [--report FILE]\n"
-               "exit status: 0 passed; 1 a failed case, check, timing or capture; 2 bad usage; 77 (bench, soak) no GPU,\n"
-               "nothing measured\n");
+               "exit status: 0 passed; 1 a failed case, check, timing or capture; 2 bad usage; 77 no GPU: nothing\n"
+               "measured (bench, soak), or only the CPU oracle's self-consistency checked (check)\n");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -262,7 +262,8 @@ int cmd_check(const Options& o) {
   else
     std::printf("check: %d/%d oracle self-consistency cases passed; GPU part skipped (%s)\n", o.cases - failed,
                 o.cases, why.c_str());
-  return failed ? 1 : 0;
+  // no GPU: the kernels were not checked, which is not a pass (77, as bench and soak without a GPU)
+  return failed ? 1 : why.empty() ? 0 : 77;
 }
 
 // ---------------------------------------------------------------------------------------------------
