@@ -265,10 +265,10 @@ fv_status cuda_current_device(DeviceProps* out) {
   // GPU's architecture). A reported PTX version below 90 rules out what sm_90 code alone holds; none reported (0)
   // changes nothing.
   auto older_ptx = [](const cudaFuncAttributes& fa, int below) { return fa.ptxVersion > 0 && fa.ptxVersion < below; };
-  // the combine kernels (all built from this file for the same architectures): griddepcontrol.wait is compiled in
-  // from sm_90 on
   // A library without code this device can load (no SASS of its major architecture, no PTX older than it) is
-  // refused here, by fv_workspace_size as well as fv_run, rather than at the first launch (FV_ERR_CUDA)
+  // refused here, by fv_workspace_size as well as fv_run, rather than at the first launch (FV_ERR_CUDA).
+  // Otherwise, the combine kernels (all built from this file for the same architectures): griddepcontrol.wait is
+  // compiled in from sm_90 on
   cudaFuncAttributes fa{};
   err = cudaFuncGetAttributes(&fa, combine_kernel<__nv_bfloat16, 128, 128>);
   if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
