@@ -400,11 +400,15 @@ TEST(Abi, LastErrorPointerSurvivesLongerMessages) {
   EXPECT_EQ(std::string(first), long_msg);
 }
 
+// Why the fake-H200 tests below skip on a GPU machine (the fake device is honoured only where no GPU is present)
+constexpr const char* kFakeH200Skip =
+    "a GPU is present: the fake H200 (FLASHVERIFY_PLAN_DEVICE) is used only without one; CPU CI runs this";
+
 // The CUDA path, planned for a fake H200 through FLASHVERIFY_PLAN_DEVICE (honoured only when no GPU is
 // present): the exact workspace is accepted up to the launch, one byte less is rejected, and a missing
 // GPU is reported as such.
 TEST(Abi, WorkspaceOneByteShortOnCuda) {
-  if (fvt::gpu_unavailable_reason().empty()) GTEST_SKIP() << "a GPU is present: the fake H200 (FLASHVERIFY_PLAN_DEVICE) is used only without one; CPU CI runs this";
+  if (fvt::gpu_unavailable_reason().empty()) GTEST_SKIP() << kFakeH200Skip;
   setenv("FLASHVERIFY_PLAN_DEVICE", "132,232448,233472,9,0", 1);
   HostProblem hp = fvt::make_problem(small_spec(true));
   fvt::IndexStore store;
@@ -429,7 +433,7 @@ TEST(Abi, WorkspaceOneByteShortOnCuda) {
 }
 
 TEST(Abi, FastPathArgumentChecksOnCuda) {
-  if (fvt::gpu_unavailable_reason().empty()) GTEST_SKIP() << "a GPU is present: the fake H200 (FLASHVERIFY_PLAN_DEVICE) is used only without one; CPU CI runs this";
+  if (fvt::gpu_unavailable_reason().empty()) GTEST_SKIP() << kFakeH200Skip;
   setenv("FLASHVERIFY_PLAN_DEVICE", "132,232448,233472,9,0", 1);
   HostProblem hp = fvt::make_problem(small_spec(true));
   fvt::IndexStore store;
@@ -461,7 +465,7 @@ TEST(Abi, FastPathArgumentChecksOnCuda) {
 // The naive kernel's grid is batch_size x max_draft blocks by num_q_heads: past CUDA's limits (2^31 - 1, 65535) it
 // is refused up front (a wrapped x once left rows unwritten with FV_OK)
 TEST(Abi, NaiveKernelGridLimits) {
-  if (fvt::gpu_unavailable_reason().empty()) GTEST_SKIP() << "a GPU is present: the fake H200 (FLASHVERIFY_PLAN_DEVICE) is used only without one; CPU CI runs this";
+  if (fvt::gpu_unavailable_reason().empty()) GTEST_SKIP() << kFakeH200Skip;
   setenv("FLASHVERIFY_PLAN_DEVICE", "132,232448,233472,9,0", 1);
   fv_problem p;
   fv_problem_init(&p);

@@ -467,12 +467,13 @@ TEST(Offsets64, WindowOffsetRowsPast2To31Bytes) {
     ASSERT_TRUE(hp.window_kv_offsets.empty());  // the compact layout, for the oracle
     const int B = s.batch();
     const std::vector<int64_t> off = {(int64_t(1) << 31) - 9, 5};
-    std::vector<int64_t> mi(B + 1, 0);
+    std::vector<int64_t> mi(B + 1, 0), plen(B), n(B);
     std::vector<int32_t> woff(B);
     for (int b = 0; b < B; ++b) {
-      const int64_t plen = hp.kv_indptr[b + 1] - hp.kv_indptr[b], n = hp.qo_indptr[b + 1] - hp.qo_indptr[b];
+      plen[b] = hp.kv_indptr[b + 1] - hp.kv_indptr[b];
+      n[b] = hp.qo_indptr[b + 1] - hp.qo_indptr[b];
       woff[b] = static_cast<int32_t>(off[b]);
-      mi[b + 1] = mi[b] + n * (off[b] + plen + n);
+      mi[b + 1] = mi[b] + n[b] * (off[b] + plen[b] + n[b]);
     }
     const size_t mask_bytes = static_cast<size_t>(mi[B]);
     DevBuf mask(mask_bytes), dmi(mi.size() * 8), dwoff(woff.size() * 4);
@@ -480,10 +481,9 @@ TEST(Offsets64, WindowOffsetRowsPast2To31Bytes) {
     uint8_t* m = static_cast<uint8_t*>(mask.p);
     ASSERT_EQ(cudaMemset(m, 0, mask_bytes), cudaSuccess);  // the prefix columns: never read
     for (int b = 0; b < B; ++b) {
-      const int64_t plen = hp.kv_indptr[b + 1] - hp.kv_indptr[b], n = hp.qo_indptr[b + 1] - hp.qo_indptr[b];
-      for (int64_t i = 0; i < n; ++i) {
-        const uint8_t* src = hp.custom_mask.data() + hp.mask_indptr[b] + i * (plen + n) + plen;
-        ASSERT_EQ(cudaMemcpy(m + mi[b] + i * (off[b] + plen + n) + off[b] + plen, src, size_t(n),
+      for (int64_t i = 0; i < n[b]; ++i) {
+        const uint8_t* src = hp.custom_mask.data() + hp.mask_indptr[b] + i * (plen[b] + n[b]) + plen[b];
+        ASSERT_EQ(cudaMemcpy(m + mi[b] + i * (off[b] + plen[b] + n[b]) + off[b] + plen[b], src, size_t(n[b]),
                              cudaMemcpyHostToDevice), cudaSuccess);
       }
     }
@@ -706,6 +706,7 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
   // had them and fp16 always did). With modifiers, a Hopper configuration runs its mma.sync tile of the same plan
   // (dispatch.cu), which the label says.
   for (const C& c : configs) {
+    const bool hopper = std::strstr(c.config, "_wg_") != nullptr;
     for (int dtype : {FV_DTYPE_BF16, FV_DTYPE_FP16}) {
       if (only_bf16 && dtype != FV_DTYPE_BF16) continue;
       for (bool mods : {false, true}) {
@@ -720,7 +721,6 @@ TEST(EveryKernel, EachConfigurationDtypeAndImplementation) {
           s.k_scale = 0.75f;
           s.v_scale = 1.25f;
         }
-        const bool hopper = std::strstr(c.config, "_wg_") != nullptr;
         const std::string label =
             std::string(c.config) + (mods ? (hopper ? ", modifiers (its mma.sync tile)" : ", modifiers") : "");
         ASSERT_NO_FATAL_FAILURE(check_forced(c, s, label));
