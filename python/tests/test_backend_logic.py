@@ -2,9 +2,11 @@
 kernel (zero or device-tensor scales, a library that cannot size the workspace), the scale default SGLang's
 Triton kernel applies, when a replaced workspace is kept alive, the FLASHVERIFY_SHADOW parsing and the shadow
 checks' cadence. Where SGLang is not installed its TritonAttnBackend is replaced by a stub holding the real
-function's signature (modal-projects/sglang 8905cbd42, python/sglang/kernels/ops/attention/extend_attention.py);
-on the GPU machine, where the stub kit provides SGLang, the real class is the parent. Needs torch (CPU is
-enough): skipped with the reason without it."""
+function's signature (modal-projects/sglang 8905cbd42, python/sglang/kernels/ops/attention/extend_attention.py).
+Where SGLang is installed the backend tests here are skipped with that reason (the stub would shadow the real
+parent; SGLang's own backend tests run FlashVerifyBackend over the real class: python/tests/sglang_kit, device-check
+stage sglang); the last tests, on flashverify._api alone, run either way. Needs torch (CPU is enough): skipped with
+the reason without it."""
 import logging
 import math
 import sys
@@ -37,10 +39,6 @@ def _sglang_present() -> bool:
         return False
 
 
-if _sglang_present():
-    pytest.skip("SGLang is installed: its backend tests (python/tests/sglang_kit) cover the real parent",
-                allow_module_level=True)
-
 STUB_NAMES = ("sglang", "sglang.srt", "sglang.srt.layers", "sglang.srt.layers.attention",
               "sglang.srt.layers.attention.triton_backend")
 
@@ -49,6 +47,8 @@ STUB_NAMES = ("sglang", "sglang.srt", "sglang.srt.layers", "sglang.srt.layers.at
 def B():
     """flashverify.sglang.backend imported over the stub parent; afterwards sys.modules is as it was (other tests
     check that `import flashverify` does not pull the backend in)."""
+    if _sglang_present():
+        pytest.skip("SGLang is installed: its backend tests (python/tests/sglang_kit) cover the real parent")
     saved = {n: sys.modules.get(n) for n in STUB_NAMES + ("flashverify.sglang", "flashverify.sglang.backend")}
 
     class TritonAttnBackend:
