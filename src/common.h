@@ -92,10 +92,12 @@ const char* dtype_name(int dt);
 
 // Host-side validation. validate_problem checks the fields the workspace size depends on;
 // validate_args also the pointers and strides; validate_device_data (CPU only: it reads every length,
-// index and mask entry) everything a kernel would otherwise trust.
+// index and mask entry) everything a kernel would otherwise trust. walk_tokens false: everything but the prefix
+// tokens' slots (O(B + sum N) instead of O(sum P): the check mode's host path for a call over kMaxBatchTokens,
+// whose kv_indices / page_table it does not copy).
 fv_status validate_problem(const fv_problem& p, const char* fn);
 fv_status validate_args(const fv_args& a, const char* fn);
-fv_status validate_device_data(const fv_args& a, const char* fn);
+fv_status validate_device_data(const fv_args& a, const char* fn, bool walk_tokens = true);
 
 // FLASHVERIFY_CHECK=1 in the environment (read once).
 bool check_mode_from_env();

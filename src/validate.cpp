@@ -245,7 +245,7 @@ fv_status validate_args(const fv_args& a, const char* fn) {
   return FV_OK;
 }
 
-fv_status validate_device_data(const fv_args& a, const char* fn) {
+fv_status validate_device_data(const fv_args& a, const char* fn, bool walk_tokens) {
   const fv_problem& p = a.problem;
   const int B = p.batch_size;
   for (int64_t b = 0; b <= B; ++b) {  // (int64: b reaches B + 1, which overflows int at B = INT32_MAX)
@@ -278,7 +278,7 @@ fv_status validate_device_data(const fv_args& a, const char* fn) {
       return fail(FV_ERR_BAD_INDEX, "%s: request %d's prefix (%" PRId64 " tokens) needs %" PRId64
                   " pages of %d, more than a page_table row holds (page_table_stride %" PRId64 ")", fn, b, plen,
                   pages, p.page_size, a.page_table_stride);
-    for (int64_t t = 0; t < plen; ++t) {
+    for (int64_t t = 0; walk_tokens && t < plen; ++t) {
       int64_t slot;
       if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {
         slot = index_at(a.kv_indices, kv0 + t);

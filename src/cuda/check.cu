@@ -52,11 +52,11 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
     good = m0 >= 0 && off >= 0 && m1 - m0 == n * (off + plen + n);
   }
   if (good && c.paged) good = prefix_pages(plen, c.page_size) <= c.pt_stride;
-  if (b == 0 && blockIdx.y == 0 && threadIdx.x == 0) {  // the batch's tokens once: below kMaxBatchTokens
-    const int64_t qb = load_index(c.qo, c.batch, c.qo64), kb = load_index(c.kv, c.batch, c.kv64);
-    // (bad entries are counted below, and the host names them before the sum)
-    if (batch_tokens(q0, qb, k0, kb) >= kMaxBatchTokens) atomicAdd(&g_bad_entries, 1u);
-  }
+  // the batch's tokens: below kMaxBatchTokens. A call over it is counted once and its prefix slots are not scanned
+  // (2^40 of them would keep the kernel busy for minutes); the host then runs the checks that do not walk them
+  const bool over = batch_tokens(load_index(c.qo, 0, c.qo64), load_index(c.qo, c.batch, c.qo64),
+                                 load_index(c.kv, 0, c.kv64), load_index(c.kv, c.batch, c.kv64)) >= kMaxBatchTokens;
+  if (over && b == 0 && blockIdx.y == 0 && threadIdx.x == 0) atomicAdd(&g_bad_entries, 1u);
   if (b == 0 && blockIdx.y == 0 && c.sinks != nullptr) {  // the sinks once (they do not depend on the request)
     unsigned bad_sinks = 0;
     for (int h = threadIdx.x; h < c.num_q_heads; h += kCheckThreads) bad_sinks += !sink_valid(c.sinks[h]);
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kCheckThreads) check_kernel(const __grid_const
   }
   unsigned bad = 0;
   const int64_t step = int64_t(kCheckThreads) * gridDim.y;
-  for (int64_t t = int64_t(blockIdx.y) * kCheckThreads + threadIdx.x; t < plen; t += step) {
+  for (int64_t t = int64_t(blockIdx.y) * kCheckThreads + threadIdx.x; !over && t < plen; t += step) {
     if (!c.paged) {
       const int64_t slot = load_index(c.idx, k0 + t, c.idx64);
       bad += slot < 0 || slot >= c.num_slots;
@@ -121,7 +121,7 @@ struct HostIndex {
 // CPU validator name the first bad entry exactly as the CPU path would.
 fv_status explain_on_host(const fv_args& a, unsigned bad) {
   const fv_problem& p = a.problem;
-  const int B = p.batch_size;
+  const int64_t B = p.batch_size;  // (int64: B + 1 overflows int at B = INT32_MAX)
   HostIndex qo, kv, mi, idx;
   std::vector<int32_t> pt, parents;
   fv_args h = a;
@@ -146,18 +146,23 @@ fv_status explain_on_host(const fv_args& a, unsigned bad) {
   // lengths first: the arrays they index are copied only if they are sane
   bool lengths_ok = true;
   int64_t max_q = 0, max_kv = 0;
-  for (int b = 0; b <= B && lengths_ok; ++b) {
+  for (int64_t b = 0; b <= B && lengths_ok; ++b) {
     const int64_t q = index_at(h.qo_indptr, b), k = index_at(h.kv_indptr, b);
     lengths_ok = q >= 0 && k >= 0 && (b == 0 || (q >= index_at(h.qo_indptr, b - 1) && k >= index_at(h.kv_indptr, b - 1)));
     max_q = q > max_q ? q : max_q;
     max_kv = k > max_kv ? k : max_kv;
   }
+  // a call over the tokens limit: the prefix slots are neither copied nor walked (2^40 tokens would take the host
+  // hours; the kernel skipped them too), so such a call gets the O(B + sum N) checks and then FV_ERR_UNSUPPORTED
+  const int64_t tokens = lengths_ok ? batch_tokens(index_at(h.qo_indptr, 0), index_at(h.qo_indptr, B),
+                                                   index_at(h.kv_indptr, 0), index_at(h.kv_indptr, B)) : 0;
+  const bool walk_tokens = tokens < kMaxBatchTokens;
   if (lengths_ok) {
-    if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {
+    if (walk_tokens && p.kv_addressing == FV_KV_TOKEN_SLOTS) {
       err = idx.load(a.kv_indices, max_kv);
       h.kv_indices = idx.view(a.kv_indices);
-    } else {
-      err = copy_to_host(&pt, a.page_table, int64_t(B) * a.page_table_stride);
+    } else if (walk_tokens) {
+      err = copy_to_host(&pt, a.page_table, B * a.page_table_stride);
       h.page_table = pt.data();
     }
     if (err == cudaSuccess && p.mask_kind == FV_MASK_PARENTS) {
@@ -166,15 +171,13 @@ fv_status explain_on_host(const fv_args& a, unsigned bad) {
     }
     if (err != cudaSuccess) return fail(FV_ERR_CUDA, "fv_run: FLASHVERIFY_CHECK: reading the indices: %s", cudaGetErrorString(err));
   }
-  const fv_status st = validate_device_data(h, "fv_run (FLASHVERIFY_CHECK)");
+  const fv_status st = validate_device_data(h, "fv_run (FLASHVERIFY_CHECK)", walk_tokens);
   if (st != FV_OK) return st;
   // (the lengths passed the validator: non-negative and non-decreasing)
-  const int64_t tokens = batch_tokens(index_at(h.qo_indptr, 0), index_at(h.qo_indptr, B), index_at(h.kv_indptr, 0),
-                                      index_at(h.kv_indptr, B));
-  if (tokens >= kMaxBatchTokens)
+  if (!walk_tokens)
     return fail(FV_ERR_UNSUPPORTED, "fv_run (FLASHVERIFY_CHECK): the batch's prefix and draft tokens sum to %" PRId64
-                " (qo_indptr[%d] - qo_indptr[0] + kv_indptr[%d] - kv_indptr[0]); the CUDA kernels take fewer than 2^30 "
-                "a call (flashverify.h, kv_indptr)", tokens, B, B);
+                " (qo_indptr[%" PRId64 "] - qo_indptr[0] + kv_indptr[%" PRId64 "] - kv_indptr[0]); the CUDA kernels "
+                "take fewer than 2^30 a call (flashverify.h, kv_indptr)", tokens, B, B);
   return fail(FV_ERR_BAD_INDEX, "fv_run (FLASHVERIFY_CHECK): the device check counted %u bad entries that the host "
               "re-check could not name", bad);
 }

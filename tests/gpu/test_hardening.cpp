@@ -310,6 +310,24 @@ TEST(CheckMode, EveryKindOfBadEntryIsReported) {
     big.page_table_stride = pages;
     expect_args_reported(dp, "a batch of 2^30 tokens", big, FV_ERR_UNSUPPORTED, "1073741824");
   }
+  {  // a batch of 2^40 prefix tokens through token slots (v54): the kernel and the host refuse it without walking
+     // them (each walked all of them first: minutes on the device, hours on the host) and without reading kv_indices,
+     // whose 2^40 entries this test does not have
+    CaseSpec s = base_case(false, seed + 3);
+    s.mask_kind = FV_MASK_PARENTS;
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::DeviceProblem dp(hp);
+    ASSERT_TRUE(dp.ok()) << dp.error();
+    const int B = static_cast<int>(hp.kv_indptr.size()) - 1;
+    std::vector<int64_t> kv(B + 1, int64_t(1) << 40);
+    kv[0] = 0;
+    const DevBuf kv_dev(kv.size() * sizeof(int64_t));
+    ASSERT_NE(kv_dev.p, nullptr);
+    ASSERT_EQ(cudaMemcpy(kv_dev.p, kv.data(), kv.size() * sizeof(int64_t), cudaMemcpyHostToDevice), cudaSuccess);
+    fv_args vast = dp.args();
+    vast.kv_indptr = fv_index{kv_dev.p, FV_INDEX_INT64, 0};
+    expect_args_reported(dp, "a batch of 2^40 prefix tokens", vast, FV_ERR_UNSUPPORTED, "1099511627");
+  }
   std::printf("[ check    ] %d bad inputs tried, %d reported with their status and position\n", tried, reported);
   EXPECT_EQ(tried, reported);
 }
