@@ -51,11 +51,15 @@ inline int smem_carveout_env() {
 template <class Kernel>
 cudaError_t launch_with_smem(Kernel kernel, dim3 grid, int threads, std::size_t smem, const VerifyParams& p,
                              cudaStream_t stream) {
+  // (a failed attribute call also sets the thread's last error: cleared here, as after a failed combine launch, so that
+  // the next unrelated cudaGetLastError, e.g. PyTorch's after its own kernel, does not report it)
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (err != cudaSuccess) return err;
-  if (const int carveout = smem_carveout_env(); carveout >= 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
-    if (err != cudaSuccess) return err;
+  if (err == cudaSuccess)
+    if (const int carveout = smem_carveout_env(); carveout >= 0)
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return err;
   }
   kernel<<<grid, threads, smem, stream>>>(p);
   return cudaGetLastError();
