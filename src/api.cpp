@@ -87,6 +87,30 @@ FV_API fv_status fv_workspace_size(const fv_problem* problem, size_t* bytes) {
   });
 }
 
+FV_API fv_status fv_plan_config(const fv_problem* problem, char* name, size_t size) {
+  const char* fn = "fv_plan_config";
+  return fv::guarded(fn, [&]() -> fv_status {
+    if (!problem) return fv::fail(FV_ERR_NULL_POINTER, "%s: problem is NULL", fn);
+    if (!name) return fv::fail(FV_ERR_NULL_POINTER, "%s: name is NULL", fn);
+    if (size == 0) return fv::fail(FV_ERR_INVALID_VALUE, "%s: size is 0", fn);
+    name[0] = '\0';
+    fv_status st = fv::validate_problem(*problem, fn);
+    if (st != FV_OK) return st;
+    fv::Plan plan;
+    st = fv::plan_for(*problem, fn, &plan);
+    if (st != FV_OK) return st;
+    const char* n = problem->device == FV_DEVICE_CPU ? "oracle"
+                    : plan.impl == FV_IMPL_NAIVE     ? "naive"
+                    : plan.cfg != nullptr            ? plan.cfg->name
+                                                     : "";
+    const size_t len = std::strlen(n);
+    if (len >= size)
+      return fv::fail(FV_ERR_INVALID_VALUE, "%s: the name '%s' needs %zu bytes, size is %zu", fn, n, len + 1, size);
+    std::memcpy(name, n, len + 1);
+    return FV_OK;
+  });
+}
+
 FV_API fv_status fv_run(const fv_args* args, void* workspace, size_t workspace_bytes, void* stream) {
   const char* fn = "fv_run";
   return fv::guarded(fn, [&]() -> fv_status {

@@ -20,7 +20,8 @@ inline int64_t index_at(const fv_index& ix, int64_t i) {
                                     : static_cast<const int32_t*>(ix.data)[i];
 }
 
-// Tuning switches (environment variables; each caller reads its own once): on unless "0", off unless "1"
+// Tuning switches (environment variables): on unless "0", off unless "1". Each caller decides when it reads: the
+// planner's A/B switches are read every call (a few getenv a call; README lists which), the rest once (a static)
 inline bool env_on_unless_0(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || std::strcmp(v, "0") != 0;

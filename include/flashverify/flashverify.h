@@ -81,7 +81,7 @@ typedef enum fv_status {
 typedef enum fv_dtype {
   FV_DTYPE_BF16 = 1,
   FV_DTYPE_FP16 = 2,
-  FV_DTYPE_FP32 = 3, /* CPU oracle only (inputs and outputs) */
+  FV_DTYPE_FP32 = 3, /* inputs: CPU oracle only; outputs: CPU, and CUDA as out_dtype */
   FV_DTYPE_FP64 = 4, /* CPU oracle only, outputs only */
   FV_DTYPE_FP8_E4M3 = 5 /* KV pools only (fv_problem.kv_dtype): OCP e4m3 bytes, as SGLang's fp8 KV cache
                            stores them (uint8 / float8_e4m3fn); scaled by k_scale / v_scale */
@@ -271,6 +271,17 @@ FV_API fv_status fv_workspace_size(const fv_problem* problem, size_t* bytes);
  *   fv_status s = fv_run(&args, workspace, workspace_bytes, (void*)stream);
  */
 FV_API fv_status fv_run(const fv_args* args, void* workspace, size_t workspace_bytes, void* stream);
+
+/*
+ * Which kernel fv_run would take for this problem on the current device: the tile configuration's name for
+ * FV_IMPL_FAST (as src/tile_config.h and FLASHVERIFY_CONFIG spell it; on sm_90, where a Hopper configuration is
+ * planned but the call has score modifiers other than sinks or fp8 scales, fv_run runs the mma.sync tile of the same
+ * plan, which this does not see), "naive" for FV_IMPL_NAIVE, "oracle" for FV_DEVICE_CPU. Copied into `name`
+ * (NUL-terminated; FV_ERR_INVALID_VALUE if `size` is too small, with the name's length in the message). The same
+ * checks and errors as fv_workspace_size. For diagnostics and tests; nothing else depends on it.
+ *   char name[64]; fv_plan_config(&problem, name, sizeof name);
+ */
+FV_API fv_status fv_plan_config(const fv_problem* problem, char* name, size_t size);
 
 /* A static English description of a status code. */
 FV_API const char* fv_status_string(fv_status status);

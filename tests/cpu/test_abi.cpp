@@ -1,4 +1,5 @@
 // Every ABI misuse gets its own status and a message that names the argument and its value.
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -382,6 +383,24 @@ TEST(Abi, WorkspaceSizeArguments) {
   p.num_q_heads = 128;  // MLA's largest head count at the largest max_draft: within the bound
   p.device = FV_DEVICE_CPU;
   EXPECT_EQ(fv_workspace_size(&p, &bytes), FV_OK) << fv_last_error();
+}
+
+// fv_plan_config (v54): which kernel a problem takes, for diagnostics and the GPU tests that force a configuration
+TEST(Abi, PlanConfigArguments) {
+  fv_problem p = cpu_problem();
+  char name[32];
+  std::memset(name, 'x', sizeof name);
+  EXPECT_REJECTED(fv_plan_config(nullptr, name, sizeof name), FV_ERR_NULL_POINTER, "problem");
+  EXPECT_REJECTED(fv_plan_config(&p, nullptr, sizeof name), FV_ERR_NULL_POINTER, "name");
+  EXPECT_REJECTED(fv_plan_config(&p, name, 0), FV_ERR_INVALID_VALUE, "size is 0");
+  ASSERT_EQ(fv_plan_config(&p, name, sizeof name), FV_OK) << fv_last_error();
+  EXPECT_STREQ(name, "oracle");
+  EXPECT_REJECTED(fv_plan_config(&p, name, 6), FV_ERR_INVALID_VALUE, "needs 7 bytes");  // "oracle" + NUL
+  EXPECT_STREQ(name, "");  // cleared, not left half-written
+  fv_problem bad;
+  fv_problem_init(&bad);  // the same checks as fv_workspace_size
+  EXPECT_REJECTED(fv_plan_config(&bad, name, sizeof name), FV_ERR_UNSUPPORTED_DTYPE, "dtype (0");
+  EXPECT_STREQ(name, "");
 }
 
 // fv_last_error()'s pointer stays valid, and keeps pointing at the latest message, when a later failure on the thread

@@ -477,9 +477,10 @@ TEST(Plan, ProgrammaticDependentLaunchOnlyWhereTheCombineWaits) {
   EXPECT_FALSE(plan.pdl);
 }
 
-// The GPU test EveryKernel forces each configuration with FLASHVERIFY_CONFIG on the H200 and cannot see which
-// tile ran; the planner it goes through must pick exactly the forced one for each of its head layouts, and
-// ignore a name that does not match the head dims or does not fit the device.
+// The GPU test EveryKernel forces each configuration with FLASHVERIFY_CONFIG on the GPU and asks fv_plan_config which
+// one the planner took (since v54; a run that did not take it is counted as not run there); the planner must pick
+// exactly the forced one for each of its head layouts, and ignore a name that does not match the head dims or does
+// not fit the device.
 TEST(Plan, ForcedConfigurationIsTakenForEveryKernelLayout) {
   static_assert(sizeof(fvt::kConfigLayouts) / sizeof(fvt::kConfigLayouts[0]) == fv::kNumConfigs,
                 "every configuration");

@@ -42,7 +42,7 @@ std::FILE* report() {
     const char* dir = std::getenv("FV_REPORT_DIR");
     if (!dir) return static_cast<std::FILE*>(nullptr);
     std::FILE* fp = std::fopen((std::string(dir) + "/gpu_cases.csv").c_str(), "w");
-    if (fp) std::fprintf(fp, "case,description,flops,fast_rel_l2,fast_max_abs,fast_worst,naive_rel_l2,lse_max_abs,config\n");
+    if (fp) std::fprintf(fp, "case,description,flops,fast_rel_l2,fast_max_abs,fast_worst,naive_rel_l2,lse_max_abs,verdict\n");
     return fp;
   }();
   return f;
