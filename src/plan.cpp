@@ -30,7 +30,7 @@ int estimate_ctas_per_sm(const TileConfig& cfg, const DeviceProps& props) {
 }
 
 bool fits(const TileConfig& c, const DeviceProps& props) {
-  if (static_cast<std::size_t>(props.max_smem_per_block) < c.smem_bytes()) return false;
+  if (static_cast<std::size_t>(props.max_smem_per_block) < c.smem_bytes() + kVerifyStaticSmem) return false;
   // the Hopper kernels (MLA, GQA d128 / d256): sm_90a machine code, present when the library was built for sm_90
   if (c.id == kMlaWg || c.id == kGqaWg128 || c.id == kGqaWg128S5 || c.id == kGqaWg256)
     return props.wg_kernel && props.cc_major == 9 && props.cc_minor == 0;

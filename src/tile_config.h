@@ -131,19 +131,24 @@ constexpr TileConfig kTileConfigs[kNumConfigs] = {
 constexpr bool has_fp8_narrow_kernel(int id) { return id == kGqa128Bm32 || id == kGqa128Bm32S3; }
 
 constexpr std::size_t kSmallSmemLimit = 101376;  // 99 KB: sm_86, sm_89, sm_120 per-block opt-in maximum
+// Static shared memory of the verify kernels beside a configuration's dynamic smem_bytes(): the in-kernel plan's buffer
+// (verify.cuh, inline_sched, asserted there). A block's dynamic + static bytes must fit the per-block opt-in maximum,
+// so the planner's fits() and the asserts below count it (until v54 they compared smem_bytes() alone; no
+// configuration was within 384 bytes of a limit)
+constexpr std::size_t kVerifyStaticSmem = 384;
 
-static_assert(kTileConfigs[kMlaLarge].smem_bytes() <= 232448, "MLA large config exceeds sm_90's 227 KB");
-static_assert(kTileConfigs[kMlaSmall].smem_bytes() <= kSmallSmemLimit, "MLA small config must fit sm_120");
-static_assert(kTileConfigs[kGqa64].smem_bytes() <= kSmallSmemLimit, "GQA d64 config must fit sm_120");
-static_assert(kTileConfigs[kGqa128].smem_bytes() <= kSmallSmemLimit, "GQA d128 config must fit sm_120");
-static_assert(kTileConfigs[kGqa256].smem_bytes() <= kSmallSmemLimit, "GQA d256 config must fit sm_120");
-static_assert(kTileConfigs[kGqa128Bm32].smem_bytes() <= kSmallSmemLimit, "must fit sm_120");
-static_assert(kTileConfigs[kGqa128Bn32].smem_bytes() <= kSmallSmemLimit, "must fit sm_120");
+static_assert(kTileConfigs[kMlaLarge].smem_bytes() + kVerifyStaticSmem <= 232448, "MLA large config exceeds sm_90's 227 KB");
+static_assert(kTileConfigs[kMlaSmall].smem_bytes() + kVerifyStaticSmem <= kSmallSmemLimit, "MLA small config must fit sm_120");
+static_assert(kTileConfigs[kGqa64].smem_bytes() + kVerifyStaticSmem <= kSmallSmemLimit, "GQA d64 config must fit sm_120");
+static_assert(kTileConfigs[kGqa128].smem_bytes() + kVerifyStaticSmem <= kSmallSmemLimit, "GQA d128 config must fit sm_120");
+static_assert(kTileConfigs[kGqa256].smem_bytes() + kVerifyStaticSmem <= kSmallSmemLimit, "GQA d256 config must fit sm_120");
+static_assert(kTileConfigs[kGqa128Bm32].smem_bytes() + kVerifyStaticSmem <= kSmallSmemLimit, "must fit sm_120");
+static_assert(kTileConfigs[kGqa128Bn32].smem_bytes() + kVerifyStaticSmem <= kSmallSmemLimit, "must fit sm_120");
 // two CTAs a multiprocessor on sm_90 (228 KB a multiprocessor, 1 KB reserved a block, 384 bytes static)
-static_assert(2 * (kTileConfigs[kGqa128Bm32S3].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
+static_assert(2 * (kTileConfigs[kGqa128Bm32S3].smem_bytes() + 1024 + kVerifyStaticSmem) <= 233472, "two CTAs must fit an sm_90 SM");
 static_assert(kTileConfigs[kGqa256Bn32].smem_bytes() > kSmallSmemLimit, "large_smem is right for it");
-static_assert(2 * (kTileConfigs[kGqaWg128].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
-static_assert(2 * (kTileConfigs[kGqa256Bn32].smem_bytes() + 1024 + 384) <= 233472, "two CTAs must fit an sm_90 SM");
+static_assert(2 * (kTileConfigs[kGqaWg128].smem_bytes() + 1024 + kVerifyStaticSmem) <= 233472, "two CTAs must fit an sm_90 SM");
+static_assert(2 * (kTileConfigs[kGqa256Bn32].smem_bytes() + 1024 + kVerifyStaticSmem) <= 233472, "two CTAs must fit an sm_90 SM");
 static_assert(kTileConfigs[kGqaWg128S5].smem_bytes() + 1024 + 512 <= 232448, "fits an sm_90 block");
 static_assert(kTileConfigs[kGqaWg256].smem_bytes() + 1024 + 512 <= 232448, "fits an sm_90 block");
 static_assert(kTileConfigs[kGqa256Bn64].smem_bytes() == kTileConfigs[kGqaWg256].smem_bytes(), "one plan");

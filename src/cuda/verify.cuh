@@ -1222,6 +1222,7 @@ struct Verify {
   // skipped.
   // Shared by this tile's run() and the Hopper kernel's (verify_wg.cuh).
   static constexpr int kInlineSchedWords = SchedLayout::words(kInlinePlanMaxBatch);
+  static_assert(sizeof(int32_t) * kInlineSchedWords <= kVerifyStaticSmem, "tile_config.h: kVerifyStaticSmem");
   template <class Body>
   __device__ __forceinline__ static void for_each_planned_segment(const VerifyParams& p, Body&& body) {
     __shared__ int32_t inline_sched[kInlineSchedWords];
