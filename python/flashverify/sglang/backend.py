@@ -21,7 +21,11 @@ Environment:
                           graphs captured before a mismatch keep running flashverify until SGLang captures
                           them again, so shadow-check a deployment that uses CUDA graphs with
                           --disable-cuda-graph, or read a mismatch as "restart without flashverify".
-`stats` counts served calls, fallbacks by reason, and shadow checks. A fallback's reason is logged once, at
+                          Each check costs a host synchronisation (the comparison's result is read on the host)
+                          and allocates a scratch output and float copies of both outputs; it is a debugging
+                          mode, not for a latency-sensitive deployment. Off by default.
+`stats` counts served calls (calls through Python: a CUDA-graph capture counts once, its replays not at all),
+fallbacks by reason, and shadow checks. A fallback's reason is logged once, at
 WARNING where the library refused the call (with the library's message, which names the argument), at INFO
 for calls flashverify does not serve by design (other forward modes, score_mod, ...).
 """
@@ -251,7 +255,10 @@ class FlashVerifyBackend(TritonAttnBackend):
         if mla:
             # MLA's V is the first 512 columns of the latent row. The pool's value buffer is that view;
             # the parent passes v.contiguous() (a copy of the same columns) for the draft tokens, so the
-            # draft V is taken as the view of k_extend too.
+            # draft V is taken as the view of k_extend too. (An assumption about SGLang's MLA path, where
+            # forward_mla passes v = k_nope and k = cat(k_nope, k_pe); comparing the values would need a
+            # device read on every call, so only the pool's layout is checked. The equivalence tests run
+            # SGLang's own MLA verify calls through it.)
             if v_buf.data_ptr() != k_buf.data_ptr() or v_buf.stride() != k_buf.stride():
                 return self._fallback("mla_v_not_view_of_k", args, kwargs)
             v_ext = k_ext[..., :512]
