@@ -685,10 +685,31 @@ TEST(Modifiers, EachAloneAndAllTogether) {
       if (which == 6) { s.sliding_window = 1; s.num_kv_splits = 4096; }  // every split but the last masked
       const HostProblem hp = fvt::make_problem(s);
       expect_matches_oracle(hp, "modifier");
+      if (s.window_offsets) {
+        // the byte mask converted on the device (the prepare kernel: batches over kInlinePlanMaxBatch, or the inline
+        // plan turned off) reads the offsets in schedule.cuh, not in the verify kernel's in-place read (v54: no test
+        // reached that read before)
+        const ScopedEnv prepare("FLASHVERIFY_INLINE_PLAN", "0");
+        expect_matches_oracle(hp, "modifier, window offsets, mask converted on the device");
+      }
       // the same with an fp8 e4m3 KV cache
       s.kv_fp8 = true;
       expect_matches_oracle(fvt::make_problem(s), "modifier, fp8 KV");
     }
+  }
+  // window offsets in a batch of 20 (over the inline plan's 16: the prepare kernel converts the mask), ragged, some
+  // requests padded or without a prefix, a window that hides part of most prefixes
+  for (bool mla : {true, false}) {
+    CaseSpec s = base_case(mla, seed + 90 + mla);
+    s.draft.clear();
+    s.prefix.clear();
+    for (int b = 0; b < 20; ++b) {
+      s.draft.push_back(1 + (b * 5) % 8);
+      s.prefix.push_back(b % 7 == 3 ? -1 : b % 7 == 5 ? 0 : 40 + 37 * b);
+    }
+    s.window_offsets = true;
+    s.sliding_window = 120;
+    expect_matches_oracle(fvt::make_problem(s), "window offsets, 20 requests");
   }
 }
 
