@@ -386,12 +386,18 @@ TEST(Combine, EveryWarpCountMatchesOracle) {
 TEST(Edges, LongPrefixesAndLargeTrees) {
   REQUIRE_GPU();
   // the lengths the issue names, a few at a time, fast and naive against the oracle
-  struct E { bool mla; int hq, hkv, d, n, p; fvt::Tree tree; };
+  struct E { bool mla; int hq, hkv, d, n, p; fvt::Tree tree; bool fp8 = false; int page = 0; };
   const E edges[] = {
       {true, 1, 1, 576, 2, 262144, fvt::Tree::Chain},     {true, 8, 1, 576, 1, 65536, fvt::Tree::Chain},
       {false, 8, 1, 128, 2, 262144, fvt::Tree::Star},     {true, 8, 1, 576, 1024, 17, fvt::Tree::Random},
       {false, 4, 2, 64, 1024, 339, fvt::Tree::RandomPerm}, {true, 128, 1, 576, 8, 799, fvt::Tree::Random},
       {false, 16, 1, 256, 63, 4096, fvt::Tree::Random},   {true, 16, 1, 576, 1, 0, fvt::Tree::Chain},
+      // (v54) the Hopper kernels' long partitions, which the random set and the Hopper suites (P <= 5000) leave out:
+      // MLA with an fp8 cache through a page table (the producer-warpgroup kernel) at 262144 keys; GQA 16/2 d128 with
+      // 64 rows a KV head (gqa128_wg_bm64_bn64_s2) at 131072 keys, 16-bit and fp8 (a bf16 model's e4m3 S steps)
+      {true, 1, 1, 576, 4, 262144, fvt::Tree::Random, true, 64},
+      {false, 16, 2, 128, 8, 131072, fvt::Tree::Random},
+      {false, 16, 2, 128, 8, 65536, fvt::Tree::RandomPerm, true},
   };
   const uint64_t seed = fvt::session_seed() + 5;
   for (const E& e : edges) {
@@ -402,6 +408,15 @@ TEST(Edges, LongPrefixesAndLargeTrees) {
     s.prefix = {e.p};
     s.tree = e.tree;
     s.seed = seed + e.n + e.p;
+    if (e.fp8) {
+      s.kv_fp8 = true;
+      s.k_scale = 0.75f;
+      s.v_scale = 1.25f;
+    }
+    if (e.page > 0) {
+      s.addressing = FV_KV_PAGE_TABLE;
+      s.page_size = e.page;
+    }
     SCOPED_TRACE(s.describe());
     const HostProblem hp = fvt::make_problem(s);
     fvt::Reference ref;
