@@ -7,3 +7,5 @@
 #include <cstddef>
 
 void l2_read_flush(const void* buf, size_t bytes, unsigned* sink, cudaStream_t s);
+// a one-thread kernel that keeps the GPU busy for about `ns` nanoseconds (the unflushed bench runs' host cover)
+void gpu_spin(unsigned long long ns, cudaStream_t s);
