@@ -204,11 +204,37 @@ CaseSpec fixed_case(bool mla, int profile, uint64_t seed) {
   return s;
 }
 
+// The layouts the split / rerun / graph / workspace tests run: 0 MLA (the Hopper kernel on sm_90), 1 MLA on the
+// sm_120 tile, 2 GQA 32/8 d128 (32 rows a KV head: the 32-row tile); since v54 also 3 GQA 16/2 d128 (64 rows a KV
+// head: the Hopper GQA kernel on sm_90), 4 MLA with an fp8 cache through a page table, 5 GQA 32/8 fp16 through a page
+// table with a logit cap, a window and sinks. (Page tables: a fixed row stride, which the graph test's rewrites keep.)
 class Layouts : public ::testing::TestWithParam<int> {
  protected:
   CaseSpec spec(uint64_t seed) const {
     const int p = GetParam();
-    return fixed_case(p != 2, p == 1 ? FV_PROFILE_SMALL_SMEM : FV_PROFILE_AUTO, seed);
+    CaseSpec s = fixed_case(p == 0 || p == 1 || p == 4, p == 1 ? FV_PROFILE_SMALL_SMEM : FV_PROFILE_AUTO, seed);
+    if (p == 3) {
+      s.hq = 16;
+      s.hkv = 2;
+    }
+    if (p == 4) {
+      s.kv_fp8 = true;
+      s.k_scale = 0.5f;
+      s.v_scale = 2.f;
+      s.addressing = FV_KV_PAGE_TABLE;
+      s.page_size = 16;
+      s.page_table_stride = 512;
+    }
+    if (p == 5) {
+      s.dtype = FV_DTYPE_FP16;
+      s.addressing = FV_KV_PAGE_TABLE;
+      s.page_size = 64;
+      s.page_table_stride = 128;
+      s.logit_cap = 2.f;
+      s.sliding_window = 700;
+      s.sinks = true;
+    }
+    return s;
   }
 };
 
@@ -330,8 +356,10 @@ TEST_P(Layouts, WorkspaceExactSizeAcceptedOneByteLessRejected) {
   ASSERT_NO_FATAL_FAILURE(check_device_outputs(hp, dp, "exact workspace", &c));
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, Layouts, ::testing::Values(0, 1, 2), [](const ::testing::TestParamInfo<int>& i) {
-  return i.param == 0 ? std::string("mla_auto") : i.param == 1 ? std::string("mla_small_smem") : std::string("gqa128");
+const char* const kLayoutNames[] = {"mla_auto",      "mla_small_smem", "gqa128",
+                                    "gqa128_hopper", "mla_fp8_paged",  "gqa128_fp16_paged_mods"};
+INSTANTIATE_TEST_SUITE_P(Gpu, Layouts, ::testing::Values(0, 1, 2, 3, 4, 5), [](const ::testing::TestParamInfo<int>& i) {
+  return std::string(kLayoutNames[i.param]);
 });
 
 // The combine's warps a (row, column slice) unit, forced to each value (the plan picks 1..16 from the
