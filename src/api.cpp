@@ -99,10 +99,9 @@ FV_API fv_status fv_plan_config(const fv_problem* problem, char* name, size_t si
     fv::Plan plan;
     st = fv::plan_for(*problem, fn, &plan);
     if (st != FV_OK) return st;
-    const char* n = problem->device == FV_DEVICE_CPU ? "oracle"
-                    : plan.impl == FV_IMPL_NAIVE     ? "naive"
-                    : plan.cfg != nullptr            ? plan.cfg->name
-                                                     : "";
+    if (problem->device == FV_DEVICE_CUDA && plan.impl != FV_IMPL_NAIVE && plan.cfg == nullptr)
+      return fv::fail(FV_ERR_INTERNAL, "%s: the plan has no tile configuration", fn);
+    const char* n = problem->device == FV_DEVICE_CPU ? "oracle" : plan.impl == FV_IMPL_NAIVE ? "naive" : plan.cfg->name;
     const size_t len = std::strlen(n);
     if (len >= size)
       return fv::fail(FV_ERR_INVALID_VALUE, "%s: the name '%s' needs %zu bytes, size is %zu", fn, n, len + 1, size);

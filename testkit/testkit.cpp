@@ -664,6 +664,13 @@ void* DeviceProblem::put(int which, const void* src, size_t bytes) {
 
 bool DeviceProblem::upload_inputs(const HostProblem& hp) {
   const CaseSpec& s = hp.spec;
+  // a rewrite (CUDA-graph tests) must keep the page-table row stride the arguments were made with: the table would be
+  // uploaded with one stride and read with the other (CaseSpec::page_table_stride fixes it)
+  if (args_.page_table != nullptr && hp.page_table_stride != args_.page_table_stride) {
+    error_ = "upload_inputs: page_table_stride " + std::to_string(hp.page_table_stride) + " differs from the " +
+             std::to_string(args_.page_table_stride) + " the arguments hold";
+    return false;
+  }
   IndexStore st;
   Pointers h = host_pointers(hp, st, nullptr, nullptr);
   put(kQ, hp.q.data(), hp.q.size() * 2);
