@@ -106,7 +106,19 @@ struct VerifyWg {
   using V = Verify<MLA ? kMlaLarge : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
-  static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
+  // FV_MLA_PROD384 (an experiment build, v54, not yet measured): the fp8 MLA producer kernel with one producer
+  // warpgroup (384 threads: each producer thread copies and widens two rows of a step, r and r + 32) instead of two, so
+  // that the launch gives 168 registers a thread and the compute warpgroups can run PV256 (ptxas C7602 at 512 threads'
+  // 128); ptxas (CUDA 13.0, sm_90a) with producers at 40 and compute at 224 registers: 96-112 bytes of spill stores
+  // against the default's 76-96 (at 216 compute registers: 176-188). bench/NOTES.md v54 plan item 2 (P2).
+#if defined(FV_MLA_PROD384)
+  static constexpr bool PROD384 = true;
+#else
+  static constexpr bool PROD384 = false;
+#endif
+  static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256,
+                       THREADS = PROD ? (PROD384 ? 384 : 512) : COMPUTE;
+  static constexpr int PROD_ROWS = PROD ? 256 / (THREADS - COMPUTE) : 1;  // rows of a step a producer thread copies
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
   static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7, BAR_S = 10;
   static constexpr int BAR_QFAC = 11;  // PROD with F16: the compute warps' Q factors
@@ -138,15 +150,16 @@ struct VerifyWg {
 #if defined(FV_MLA_NO_PV256)
   static constexpr bool PVW = false;
 #else
-  static constexpr bool PVW = MLA && !KV8 && !PROD;
+  static constexpr bool PVW = MLA && (!KV8 || (PROD && PROD384));
 #endif
   static constexpr int BAR_EPI = 9;
   static constexpr uint32_t EPI_ROW = DV * 4 + 32;
   // EMPTY and EMPTY_B (PROD): the producer warpgroups and the one compute warpgroup that releases that part
   static constexpr int EMPTY_THREADS = (THREADS - COMPUTE) + COMPUTE / 2;
-  // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / 512
-  static constexpr int LAUNCH_REGS = 128, PROD_REGS = 32, COMPUTE_REGS = 224;
-  static_assert(2 * (LAUNCH_REGS - PROD_REGS) >= 2 * (COMPUTE_REGS - LAUNCH_REGS), "the CTA's register pool");
+  // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / THREADS (rounded down to 8)
+  static constexpr int LAUNCH_REGS = PROD384 ? 168 : 128, PROD_REGS = PROD384 ? 40 : 32, COMPUTE_REGS = 224;
+  static_assert(!PROD || (THREADS - COMPUTE) * (LAUNCH_REGS - PROD_REGS) >= COMPUTE * (COMPUTE_REGS - LAUNCH_REGS),
+                "the CTA's register pool");
   static constexpr int KT = DQK / 64;                    // SW128 column tiles of a row
   static constexpr int VT = MLA ? 0 : DV / 64;           // GQA: a stage's V tiles, after its K tiles (MLA: V in K)
   static constexpr int NB = DV / 64 / 2;                 // O column tiles a warpgroup holds
@@ -580,15 +593,15 @@ struct VerifyWg {
     }
   }
 
-  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step, c0 = t % 4: chunks c0 + 4 i (i = 0..8)
+  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step (FV_MLA_PROD384: rows r0 and r0 + 32), c0 = t % 4: chunks c0 + 4 i (i = 0..8)
   // of the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0 + 1 of SW128 tile i (chunk
   // c0 + 4 i is copied into slot 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
   static constexpr int RAW = DQK / 16 / 4;  // 16-byte fp8 chunks a thread
   __device__ static uint32_t prod_row() { return (threadIdx.x - COMPUTE) / 4; }
 
   // the raw index value (slot, or page) of the thread's row of `step`, loaded a step ahead of its use
-  __device__ static int64_t fetch8(const VerifyParams& p, const Seg& s, int step) {
-    return V::row_index(p, s, step * BN + int(prod_row()));
+  __device__ static int64_t fetch8(const VerifyParams& p, const Seg& s, int step, uint32_t row) {
+    return V::row_index(p, s, step * BN + int(row));
   }
 
   // A stage is released in two parts: EMPTY once warpgroup 0 is done with it (its S read every tile, its P V tiles
@@ -599,8 +612,9 @@ struct VerifyWg {
   __device__ static constexpr bool in_part(int tile, int part) { return (tile >= 4 && tile < 8) == (part == PART_B); }
 
   // the thread's row of `step`, tiles of `part`, into the stage at `k_base` (zeros past the request)
-  __device__ static void issue8(const VerifyParams& p, const Seg& s, int step, int64_t idx, uint32_t k_base, int part) {
-    const uint32_t row = prod_row(), c0 = threadIdx.x % 4;
+  __device__ static void issue8(const VerifyParams& p, const Seg& s, int step, int64_t idx, uint32_t k_base, int part,
+                                uint32_t row) {
+    const uint32_t c0 = threadIdx.x % 4;
     const int pos = step * BN + int(row);
     if (pos < s.plen) {
       const int64_t slot = p.paged ? idx * p.page_size + pos % p.page_size : idx;
@@ -627,8 +641,9 @@ struct VerifyWg {
 
   // widen the thread's fp8 prefix chunks of `step`, tiles of `part` (their copies are complete), in the stage at
   // `k_base`, which no wgmma reads now (F16, PART_B: a draft row's chunks become fp16 times kd in place)
-  __device__ static void widen8(const VerifyParams& p, const Seg& s, int step, uint32_t k_base, int part) {
-    const uint32_t row = prod_row(), c0 = threadIdx.x % 4;
+  __device__ static void widen8(const VerifyParams& p, const Seg& s, int step, uint32_t k_base, int part,
+                                uint32_t row) {
+    const uint32_t c0 = threadIdx.x % 4;
     const int pos = step * BN + int(row);
     if (pos >= s.plen) {
       if constexpr (F16)
@@ -777,24 +792,35 @@ struct VerifyWg {
     const uint32_t k_base = smem_addr(smem) + OFF_K;
     __syncthreads();  // (the compute warps' segment start) the previous segment is done with every shared buffer
     const int n = s.k_end - s.k_begin;
-    int64_t idx = 0;
+    // the thread's rows of a step: r0 + 64 / PROD_ROWS * h (FV_MLA_PROD384: two, else one)
+    constexpr uint32_t kRowStep = BN / PROD_ROWS;
+    int64_t idx[PROD_ROWS] = {};
+    const uint32_t r0 = prod_row();
     if (n > 0) {
-      idx = fetch8(p, s, s.k_begin);
-      issue8(p, s, s.k_begin, idx, k_base, PART_A);
+#pragma unroll
+      for (int h = 0; h < PROD_ROWS; ++h) idx[h] = fetch8(p, s, s.k_begin, r0 + kRowStep * h);
+#pragma unroll
+      for (int h = 0; h < PROD_ROWS; ++h) issue8(p, s, s.k_begin, idx[h], k_base, PART_A, r0 + kRowStep * h);
       cp_async_commit();
-      issue8(p, s, s.k_begin, idx, k_base, PART_B);
+#pragma unroll
+      for (int h = 0; h < PROD_ROWS; ++h) issue8(p, s, s.k_begin, idx[h], k_base, PART_B, r0 + kRowStep * h);
       cp_async_commit();
       diag_time(p, 8, 1, COMPUTE);
-      if (n > 1) idx = fetch8(p, s, s.k_begin + 1);
+      if (n > 1) {
+#pragma unroll
+        for (int h = 0; h < PROD_ROWS; ++h) idx[h] = fetch8(p, s, s.k_begin + 1, r0 + kRowStep * h);
+      }
     }
     for (int it = 0; it < n; ++it) {
       const int step = s.k_begin + it;
       const uint32_t stage = k_base + (it & 1) * OPER;
       cp_async_wait<1>();  // the step's PART_A (its PART_B, the newer group, may still be in flight)
       if (it < 5) diag_time(p, 8 + it, 0, COMPUTE);
-      widen8(p, s, step, stage, PART_A);
+#pragma unroll
+      for (int h = 0; h < PROD_ROWS; ++h) widen8(p, s, step, stage, PART_A, r0 + kRowStep * h);
       cp_async_wait<0>();
-      widen8(p, s, step, stage, PART_B);
+#pragma unroll
+      for (int h = 0; h < PROD_ROWS; ++h) widen8(p, s, step, stage, PART_B, r0 + kRowStep * h);
       wg::fence_proxy_async();                  // the copies and widened rows, for the tensor cores' reads
       named_arrive<THREADS>(BAR_FULL + (it & 1));  // the step's stage is ready
       if (it + 1 < n) {
@@ -802,13 +828,18 @@ struct VerifyWg {
         const uint32_t next = k_base + ((it + 1) & 1) * OPER;
         if (it >= 1) named_sync<EMPTY_THREADS>(BAR_EMPTY + ((it + 1) & 1));
         if (it + 1 < 5) diag_time(p, 4 + it, 1, COMPUTE);
-        issue8(p, s, step + 1, idx, next, PART_A);
+#pragma unroll
+        for (int h = 0; h < PROD_ROWS; ++h) issue8(p, s, step + 1, idx[h], next, PART_A, r0 + kRowStep * h);
         cp_async_commit();
         if (it >= 1) named_sync<EMPTY_THREADS>(BAR_EMPTY_B + ((it + 1) & 1));
-        issue8(p, s, step + 1, idx, next, PART_B);
+#pragma unroll
+        for (int h = 0; h < PROD_ROWS; ++h) issue8(p, s, step + 1, idx[h], next, PART_B, r0 + kRowStep * h);
         cp_async_commit();
         if (it + 1 < 5) diag_time(p, 9 + it, 1, COMPUTE);
-        if (it + 2 < n) idx = fetch8(p, s, step + 2);
+        if (it + 2 < n) {
+#pragma unroll
+          for (int h = 0; h < PROD_ROWS; ++h) idx[h] = fetch8(p, s, step + 2, r0 + kRowStep * h);
+        }
       }
     }
     __syncthreads();  // (the compute warps' epilogue barrier)
@@ -1364,9 +1395,10 @@ __global__ void __launch_bounds__(256, 1) verify_wg_kernel(const __grid_constant
 #endif
 }
 
-// fp8 pools with 16-byte aligned rows: two producer warpgroups (PROD above; 512 threads); F16: fp16 products (bf16)
+// fp8 pools with 16-byte aligned rows: two producer warpgroups (PROD above; 512 threads; FV_MLA_PROD384: one, 384
+// threads); F16: fp16 products (bf16)
 template <class T, bool F16>
-__global__ void __launch_bounds__(512, 1) verify_wg_kernel_prod(const __grid_constant__ VerifyParams p) {
+__global__ void __launch_bounds__(VerifyWg<T, true, true, F16>::THREADS, 1) verify_wg_kernel_prod(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
 #if FV_HAS_WGMMA
   VerifyWg<T, true, true, F16>::run(p, smem);
