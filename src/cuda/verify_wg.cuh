@@ -53,7 +53,9 @@ namespace fv {
 // that the compute warpgroups do no copy or widening work. Each producer thread copies one row's 16-byte chunks
 // c0 + 4 i of fp8 bytes (16 values each) into the second of the two 16-byte slots each widens to, and widens them in
 // place once they land. Registers: setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch
-// gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x (128 - 32)). The stages change hands through named barriers
+// gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x (128 - 32); the experiment build FV_MLA_PROD384: one producer
+// warpgroup, 384 threads, each producer thread two rows, 40 / 224 registers from a 168-register launch, PV256). The
+// stages change hands through named barriers
 // instead of the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in
 // place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY when its S
 // and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after its P V,
@@ -119,6 +121,7 @@ struct VerifyWg {
   static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256,
                        THREADS = PROD ? (PROD384 ? 384 : 512) : COMPUTE;
   static constexpr int PROD_ROWS = PROD ? 256 / (THREADS - COMPUTE) : 1;  // rows of a step a producer thread copies
+  static_assert(!PROD || PROD_ROWS * (THREADS - COMPUTE) == 4 * BN, "the producers cover a step's rows, 4 threads a row");
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
   static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7, BAR_S = 10;
   static constexpr int BAR_QFAC = 11;  // PROD with F16: the compute warps' Q factors
@@ -146,7 +149,7 @@ struct VerifyWg {
   // -DFV_MLA_QREG=1 on top, measured even or worse: N=8 B=16 284 vs 278, b1 41.2-41.4 vs 40.4-40.8.) GQA d256 with
   // m64n128k16 measured even (H100, v46: 8/1 B=16 205.3-205.7 vs 205.4-205.6 us, 16/2 B=16 382.2-382.4 vs 382.0-382.4,
   // 8/1 b1 31.6-31.8 vs 31.7: memory-bound rows) and is not taken; the fp8 MLA producer kernel cannot (ptxas C7602:
-  // m64n256k16 at its 128-register launch)
+  // m64n256k16 at its 128-register launch) unless built with FV_MLA_PROD384 (one producer warpgroup, 168 at launch)
 #if defined(FV_MLA_NO_PV256)
   static constexpr bool PVW = false;
 #else
@@ -1462,6 +1465,7 @@ cudaError_t launch_verify_wg(const VerifyParams& p, bool prod, dim3 grid, cudaSt
   auto kernel = KV8 && prod ? verify_wg_kernel_prod<T, false> : verify_wg_kernel<T, KV8>;
   if constexpr (KV8 && std::is_same<T, __nv_bfloat16>::value) {
     static_assert(VerifyWg<T, true, true, true>::SMEM == W::SMEM, "one shared-memory size");
+    static_assert(VerifyWg<T, true, true, true>::THREADS == WP::THREADS, "the F16 producer kernel's launch size");
     if (prod && p.fp8_f16) kernel = verify_wg_kernel_prod<T, true>;
   }
   return launch_with_smem(kernel, grid, KV8 && prod ? WP::THREADS : W::THREADS, W::SMEM, p, stream);
