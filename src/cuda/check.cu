@@ -158,12 +158,14 @@ fv_status explain_on_host(const fv_args& a, unsigned bad) {
                                                    index_at(h.kv_indptr, 0), index_at(h.kv_indptr, B)) : 0;
   const bool walk_tokens = tokens < kMaxBatchTokens;
   if (lengths_ok) {
-    if (walk_tokens && p.kv_addressing == FV_KV_TOKEN_SLOTS) {
-      err = idx.load(a.kv_indices, max_kv);
-      h.kv_indices = idx.view(a.kv_indices);
-    } else if (walk_tokens) {
-      err = copy_to_host(&pt, a.page_table, B * a.page_table_stride);
-      h.page_table = pt.data();
+    if (walk_tokens) {  // (else the prefix slots stay on the device: the validator below does not read them)
+      if (p.kv_addressing == FV_KV_TOKEN_SLOTS) {
+        err = idx.load(a.kv_indices, max_kv);
+        h.kv_indices = idx.view(a.kv_indices);
+      } else {
+        err = copy_to_host(&pt, a.page_table, B * a.page_table_stride);
+        h.page_table = pt.data();
+      }
     }
     if (err == cudaSuccess && p.mask_kind == FV_MASK_PARENTS) {
       err = copy_to_host(&parents, a.parents, max_q);
