@@ -113,6 +113,16 @@ struct VerifyWg {
   // that the launch gives 168 registers a thread and the compute warpgroups can run PV256 (ptxas C7602 at 512 threads'
   // 128); ptxas (CUDA 13.0, sm_90a) with producers at 40 and compute at 224 registers: 96-112 bytes of spill stores
   // against the default's 76-96 (at 216 compute registers: 176-188). bench/NOTES.md v54 plan item 2 (P2).
+  // FV_MLA_RAW_HALF (an experiment build, v55): the producers copy a prefix row's fp8 chunks c0 + 4 i into SW128 slot
+  // 4 + c0 of tile i (an aligned, contiguous half row) instead of slot 2 c0 + 1, and the row's four threads read their
+  // raw chunk of a tile before any of them overwrites it (__syncwarp on the quad). ncu (H100, v55, N=64 B=16): today's
+  // copies cost one L2 request and one 32-byte sector per 16-byte copy (304 M sectors for 152 M sectors of data);
+  // bench/probes/ldgsts_pattern_probe.cu times the copy patterns alone.
+#if defined(FV_MLA_RAW_HALF)
+  static constexpr bool RAWH = true;
+#else
+  static constexpr bool RAWH = false;
+#endif
 #if defined(FV_MLA_PROD384)
   static constexpr bool PROD384 = true;
 #else
@@ -622,7 +632,7 @@ struct VerifyWg {
     if (pos < s.plen) {
       const int64_t slot = p.paged ? idx * p.page_size + pos % p.page_size : idx;
       const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot + 16 * c0;
-      const uint32_t off = wg::sw128_offset(row, 2 * c0 + 1);
+      const uint32_t off = wg::sw128_offset(row, RAWH ? 4 + c0 : 2 * c0 + 1);
 #pragma unroll
       for (int i = 0; i < RAW; ++i)
         if (in_part(i, part)) cp_async_16(k_base + i * TILE + off, k8 + 64 * i, 16);
@@ -654,12 +664,16 @@ struct VerifyWg {
       return;
     }
     const uint32_t off0 = wg::sw128_offset(row, 2 * c0), off1 = wg::sw128_offset(row, 2 * c0 + 1);
+    const uint32_t raw = RAWH ? wg::sw128_offset(row, 4 + c0) : off1;
+    const uint32_t quad = 0xfu << (threadIdx.x % 32 & ~3u);  // the row's four threads (RAWH)
 #pragma unroll
     for (int i = 0; i < RAW; ++i) {
       if (!in_part(i, part)) continue;
       const uint32_t tile = k_base + i * TILE;
       uint4 lo, hi;
-      e4m3x16_to<M>(lds_128(tile + off1), lo, hi);
+      const uint4 v = lds_128(tile + raw);
+      if constexpr (RAWH) __syncwarp(quad);  // the row's raw chunks are read before any is overwritten
+      e4m3x16_to<M>(v, lo, hi);
       sts_128(tile + off0, lo);
       sts_128(tile + off1, hi);
     }

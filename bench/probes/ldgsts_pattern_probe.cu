@@ -1,0 +1,127 @@
+// Why does the fp8 MLA producer kernel move as many L2 sectors as the bf16 kernel, for half the bytes? (ncu, H100,
+// v55, "mla h16 n64 p32k b16": fp8 9.51 M LDGSTS instructions, 305 M L1 sectors, 302 M L2 read requests for 304 M
+// sectors, L2 throughput 76%; bf16 18.9 M instructions, 305 M sectors in 66 M requests, 48%: one sector per 16-byte
+// copy in the fp8 kernel, two copies a sector in the bf16 one.) This probe times cp.async (LDGSTS) copy patterns of
+// the same useful bytes from an L2-resident pool into shared memory, 36 KB a step (64 fp8 rows of 576 bytes or 32
+// bf16 rows of 1152), 256 threads a CTA, 9 copies of 16 bytes a thread a step, two stages in flight:
+//   b16        the 16-bit kernel's copy: 8 threads a 1152-byte row, chunk c0 + 8 i of tile i, SW128 slot c0
+//   fp8-odd    the fp8 producer's copy today: 4 threads a 576-byte row, bytes 16 c0 + 64 i into SW128 slot 2 c0 + 1
+//              of tile i (the second of the two slots a chunk widens to)
+//   fp8-half   the same global bytes into SW128 slots 4 + c0 of tile i (a contiguous, aligned half row)
+//   fp8-odd-ca fp8-odd through L1 (cp.async.ca)
+//   fp8-lin    the same global bytes into a linear staging copy of the rows (576 bytes a row)
+// Standalone: nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/ldgsts bench/probes/ldgsts_pattern_probe.cu && /tmp/ldgsts
+// (/tmp/ldgsts 1: one launch a pattern, for ncu)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);    \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+constexpr int kThreads = 256, kStageBytes = 9 * 64 * 128, kStages = 2, kStepBytes = 36864;
+
+__device__ __forceinline__ uint32_t sw128(uint32_t r, uint32_t c) { return r * 128u + ((c ^ (r & 7u)) << 4); }
+__device__ __forceinline__ void cg16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void ca16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, 16;\n" ::"r"(dst), "l"(src));
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(kThreads) copy_kernel(const uint8_t* pool, int64_t rows, int steps, uint32_t* sink) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t t = threadIdx.x;
+  const int64_t row_bytes = MODE == 0 ? 1152 : 576, step_rows = MODE == 0 ? 32 : 64;
+  int64_t r0 = (int64_t(blockIdx.x) * 7919 * step_rows) % rows;
+  auto issue = [&](int s, uint32_t stage) {
+    const int64_t first = (r0 + int64_t(s) * step_rows) % (rows - step_rows);
+    if constexpr (MODE == 0) {
+      const uint32_t row = t / 8, c0 = t % 8;
+      const uint8_t* src = pool + (first + row) * row_bytes + 16 * c0;
+#pragma unroll
+      for (int i = 0; i < 9; ++i) cg16(stage + i * 8192 + sw128(row, c0), src + 128 * i);
+    } else {
+      const uint32_t row = t / 4, c0 = t % 4;
+      const uint8_t* src = pool + (first + row) * row_bytes + 16 * c0;
+#pragma unroll
+      for (int i = 0; i < 9; ++i) {
+        if constexpr (MODE == 1) cg16(stage + i * 8192 + sw128(row, 2 * c0 + 1), src + 64 * i);
+        if constexpr (MODE == 2) cg16(stage + i * 8192 + sw128(row, 4 + c0), src + 64 * i);
+        if constexpr (MODE == 3) ca16(stage + i * 8192 + sw128(row, 2 * c0 + 1), src + 64 * i);
+        if constexpr (MODE == 4) cg16(stage + row * 576 + 16 * c0 + 64 * i, src + 64 * i);
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+  };
+  issue(0, base);
+  uint32_t acc = 0;
+  for (int s = 0; s < steps; ++s) {
+    if (s + 1 < steps) {
+      issue(s + 1, base + ((s + 1) % kStages) * kStageBytes);
+      asm volatile("cp.async.wait_group 1;\n" ::);
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);
+    }
+    __syncthreads();
+    acc ^= reinterpret_cast<const uint32_t*>(smem + (s % kStages) * kStageBytes)[t * 4];
+    __syncthreads();  // the stage is refilled next step
+  }
+  if (acc == 0x12345678u) sink[blockIdx.x] = acc;
+}
+
+template <int MODE>
+float time_mode(const uint8_t* pool, int64_t rows, int ctas, int steps, uint32_t* sink, int reps) {
+  CK(cudaFuncSetAttribute(copy_kernel<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStages * kStageBytes));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int rep = 0; rep < reps; ++rep) {
+    CK(cudaEventRecord(a));
+    copy_kernel<MODE><<<ctas, kThreads, kStages * kStageBytes>>>(pool, rows, steps, sink);
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float m = 0.f;
+    CK(cudaEventElapsedTime(&m, a, b));
+    ms.push_back(m);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+int main(int argc, char**) {
+  const int reps = argc > 1 ? 1 : 7;  // (any argument: one launch each, for ncu)
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int64_t pool_bytes = int64_t(16) << 20;  // L2-resident (the kernel reads each key from L2 16 times)
+  uint8_t* pool = nullptr;
+  uint32_t* sink = nullptr;
+  CK(cudaMalloc(&pool, pool_bytes));
+  CK(cudaMalloc(&sink, 4096 * sizeof(uint32_t)));
+  CK(cudaMemset(pool, 0x5a, pool_bytes));
+  const int ctas = prop.multiProcessorCount, steps = 4000;
+  const double bytes = double(ctas) * steps * kStepBytes;
+  std::printf("%s, %d SMs: %d CTAs x %d steps x 36 KB, median of %d\n", prop.name, ctas, ctas, steps, reps);
+  auto report = [&](const char* name, float ms) {
+    std::printf("  %-11s %8.3f ms  %7.1f GB/s of pool bytes\n", name, ms, bytes / (ms * 1e6));
+  };
+  report("b16", time_mode<0>(pool, pool_bytes / 1152, ctas, steps, sink, reps));
+  report("fp8-odd", time_mode<1>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-half", time_mode<2>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-odd-ca", time_mode<3>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-lin", time_mode<4>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  return 0;
+}
