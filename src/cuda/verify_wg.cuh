@@ -51,12 +51,12 @@ namespace fv {
 // PROD (KV8: verify_wg_kernel_prod, for rows that are 16-byte aligned; the dispatcher checks VerifyParams::kv8_a16,
 // other rows take the kernel above): two producer warpgroups (512 threads) copy every row and widen the fp8 ones, so
 // that the compute warpgroups do no copy or widening work. Each producer thread copies one row's 16-byte chunks
-// c0 + 4 i of fp8 bytes (16 values each) into the second of the two 16-byte slots each widens to, and widens them in
-// place once they land. Registers: setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch
-// gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x (128 - 32); the experiment build FV_MLA_PROD384: one producer
-// warpgroup, 384 threads, each producer thread two rows, 40 / 224 registers from a 168-register launch, PV256). The
-// stages change hands through named barriers
-// instead of the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in
+// c0 + 4 i of fp8 bytes (16 values each) into slot 4 + c0 of SW128 tile i (the four threads of a row: an aligned half
+// row, RAWH below), and widens them into slots 2 c0 and 2 c0 + 1 once they land. Registers: setmaxnreg gives each
+// producer thread 32 and each compute thread 224 (the launch gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x
+// (128 - 32); the experiment build FV_MLA_PROD384: one producer warpgroup, 384 threads, each producer thread two rows,
+// 40 / 224 registers from a 168-register launch, PV256). The stages change hands through named barriers instead of
+// the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in
 // place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY when its S
 // and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after its P V,
 // and they refill tiles 4-7), PFREE (warpgroup 1 is done with the P tile and the rescale factors of the previous
@@ -108,20 +108,26 @@ struct VerifyWg {
   using V = Verify<MLA ? kMlaLarge : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
-  // FV_MLA_PROD384 (an experiment build, v54, not yet measured): the fp8 MLA producer kernel with one producer
+  // FV_MLA_PROD384 (an experiment build, v54; off: measured even or slower): the fp8 MLA producer kernel with one producer
   // warpgroup (384 threads: each producer thread copies and widens two rows of a step, r and r + 32) instead of two, so
   // that the launch gives 168 registers a thread and the compute warpgroups can run PV256 (ptxas C7602 at 512 threads'
   // 128); ptxas (CUDA 13.0, sm_90a) with producers at 40 and compute at 224 registers: 96-112 bytes of spill stores
-  // against the default's 76-96 (at 216 compute registers: 176-188). bench/NOTES.md v54 plan item 2 (P2).
-  // FV_MLA_RAW_HALF (an experiment build, v55): the producers copy a prefix row's fp8 chunks c0 + 4 i into SW128 slot
-  // 4 + c0 of tile i (an aligned, contiguous half row) instead of slot 2 c0 + 1, and the row's four threads read their
-  // raw chunk of a tile before any of them overwrites it (__syncwarp on the quad). ncu (H100, v55, N=64 B=16): today's
-  // copies cost one L2 request and one 32-byte sector per 16-byte copy (304 M sectors for 152 M sectors of data);
-  // bench/probes/ldgsts_pattern_probe.cu times the copy patterns alone.
-#if defined(FV_MLA_RAW_HALF)
-  static constexpr bool RAWH = true;
-#else
+  // against the default's 76-96 (at 216 compute registers: 176-188). bench/NOTES.md v54 plan item 2 (P2). H100, graph us,
+  // ab-build x2 with the interleaved raw layout (before RAWH): N=64 B=16 2943.7-2951.6 vs 2946.7-2948.0, N=8 B=16
+  // 396.8-399.3 vs 393.5-394.3, N=8 b1 48.7-48.8 vs 46.5 (bench/NOTES.md v55); not yet measured with RAWH.
+  // RAWH (v55): the producers copy a prefix row's fp8 chunk c0 + 4 i (bytes 16 c0 + 64 i) into SW128 slot 4 + c0 of
+  // tile i, so that a row's four threads fill an aligned, contiguous half row, and each reads its raw chunk of a tile
+  // before any of the four overwrites it with the widened values (slots 2 c0 and 2 c0 + 1; __syncwarp on the quad).
+  // Until v54 the chunk went into slot 2 c0 + 1, the second of the two slots it widens to: cp.async then cost one L2
+  // request and one 32-byte sector per 16-byte copy, twice the data's sectors (ncu, H100, N=64 B=16: 304 M sectors in
+  // 302 M requests, L2 throughput 76%; the bf16 kernel moves 4 sectors a request). bench/probes/ldgsts_pattern_probe.cu
+  // times the two patterns alone on an H100: 2141 vs 7600 GB/s of pool bytes. The kernel, H100, graph us (bench/NOTES.md
+  // v55, ab-build x2): N=64 B=16 2403-2406 vs 2958, N=8 B=16 326.6-328.9 vs 393.1-394.2, N=8 b1 42.9-43.2 vs 46.2-46.4.
+  // -DFV_MLA_RAW_INTERLEAVED builds the old layout (for A/B runs).
+#if defined(FV_MLA_RAW_INTERLEAVED)
   static constexpr bool RAWH = false;
+#else
+  static constexpr bool RAWH = true;
 #endif
 #if defined(FV_MLA_PROD384)
   static constexpr bool PROD384 = true;
@@ -608,7 +614,7 @@ struct VerifyWg {
 
   // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step (FV_MLA_PROD384: rows r0 and r0 + 32), c0 = t % 4: chunks c0 + 4 i (i = 0..8)
   // of the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0 + 1 of SW128 tile i (chunk
-  // c0 + 4 i is copied into slot 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
+  // c0 + 4 i is copied into slot 4 + c0; FV_MLA_RAW_INTERLEAVED: 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
   static constexpr int RAW = DQK / 16 / 4;  // 16-byte fp8 chunks a thread
   __device__ static uint32_t prod_row() { return (threadIdx.x - COMPUTE) / 4; }
 
