@@ -5,11 +5,15 @@
 // the same useful bytes from an L2-resident pool into shared memory, 36 KB a step (64 fp8 rows of 576 bytes or 32
 // bf16 rows of 1152), 256 threads a CTA, 9 copies of 16 bytes a thread a step, two stages in flight:
 //   b16        the 16-bit kernel's copy: 8 threads a 1152-byte row, chunk c0 + 8 i of tile i, SW128 slot c0
-//   fp8-odd    the fp8 producer's copy today: 4 threads a 576-byte row, bytes 16 c0 + 64 i into SW128 slot 2 c0 + 1
+//   fp8-odd    the fp8 producer's copy until v54: 4 threads a 576-byte row, bytes 16 c0 + 64 i into SW128 slot 2 c0 + 1
 //              of tile i (the second of the two slots a chunk widens to)
-//   fp8-half   the same global bytes into SW128 slots 4 + c0 of tile i (a contiguous, aligned half row)
+//   fp8-half   the same global bytes into SW128 slots 4 + c0 of tile i (a contiguous, aligned half row: the producer's
+//              copy since v55, RAWH in src/cuda/verify_wg.cuh)
 //   fp8-odd-ca fp8-odd through L1 (cp.async.ca)
 //   fp8-lin    the same global bytes into a linear staging copy of the rows (576 bytes a row)
+// H100 80GB HBM3 (v55, bench/results/h100-v55.txt call 6), GB/s of pool bytes: b16 8082, fp8-odd 2141, fp8-half 7600,
+// fp8-odd-ca 7706, fp8-lin 7603; ncu: fp8-odd one 32-byte sector an L2 request and a 16-byte copy (1214 M for 38 M
+// instructions), fp8-half and fp8-lin two sectors a request, b16 four.
 // Standalone: nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/ldgsts bench/probes/ldgsts_pattern_probe.cu && /tmp/ldgsts
 // (/tmp/ldgsts 1: one launch a pattern, for ncu)
 #include <cuda_runtime.h>

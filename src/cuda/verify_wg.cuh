@@ -671,7 +671,7 @@ struct VerifyWg {
     }
     const uint32_t off0 = wg::sw128_offset(row, 2 * c0), off1 = wg::sw128_offset(row, 2 * c0 + 1);
     const uint32_t raw = RAWH ? wg::sw128_offset(row, 4 + c0) : off1;
-    const uint32_t quad = 0xfu << (threadIdx.x % 32 & ~3u);  // the row's four threads (RAWH)
+    const uint32_t quad = 0xfu << ((threadIdx.x % 32) & ~3u);  // the row's four threads (RAWH)
 #pragma unroll
     for (int i = 0; i < RAW; ++i) {
       if (!in_part(i, part)) continue;
@@ -808,9 +808,10 @@ struct VerifyWg {
   template <int N = COMPUTE>
   __device__ static void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(N) : "memory"); }
 
-  // PROD: the producer warpgroups' part of a segment: every row of every step copied (fp8 prefix rows into the second
-  // of the two slots each 16-byte chunk widens to, draft rows as they are) and widened into the stages, the next
-  // step's copies in flight while the compute warps work on this one
+  // PROD: the producer warpgroups' part of a segment: every row of every step copied (fp8 prefix rows into the row's
+  // upper half of each tile, RAWH; draft rows as they are) and widened into the stages, the next step's copies in
+  // flight while the compute warps work on this one. (RAWH: widen8's __syncwarp also orders the quad's landed copies
+  // before another lane's stores over them, so each lane's cp_async_wait must stay before its widen8.)
   __device__ static void produce_segment(const VerifyParams& p, const Seg& s, uint8_t* smem) {
     const uint32_t k_base = smem_addr(smem) + OFF_K;
     __syncthreads();  // (the compute warps' segment start) the previous segment is done with every shared buffer
