@@ -11,6 +11,10 @@
 //              copy since v55, RAWH in src/cuda/verify_wg.cuh)
 //   fp8-odd-ca fp8-odd through L1 (cp.async.ca)
 //   fp8-lin    the same global bytes into a linear staging copy of the rows (576 bytes a row)
+//   fp8-8b-ca  the mma.sync tiles' and the Hopper GQA kernels' fp8 copy (verify.cuh issue_rows, verify_wg.cuh
+//              issue_rows_of): 8 threads a row, 8 bytes of chunk c0 + 8 c (cp.async.ca) into the upper half of SW128
+//              slot c0 of tile c, two passes of 32 rows (18 copies a thread)
+//   fp8-8b-lin the same 8-byte copies into a linear staging row
 // H100 80GB HBM3 (v55, bench/results/h100-v55.txt call 6), GB/s of pool bytes: b16 8082, fp8-odd 2141, fp8-half 7600,
 // fp8-odd-ca 7706, fp8-lin 7603; ncu: fp8-odd one 32-byte sector an L2 request and a 16-byte copy (1214 M for 38 M
 // instructions), fp8-half and fp8-lin two sectors a request, b16 four.
@@ -39,6 +43,9 @@ __device__ __forceinline__ uint32_t sw128(uint32_t r, uint32_t c) { return r * 1
 __device__ __forceinline__ void cg16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, 16;\n" ::"r"(dst), "l"(src));
 }
+__device__ __forceinline__ void ca8(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, 8;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void ca16(uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, 16;\n" ::"r"(dst), "l"(src));
 }
@@ -52,7 +59,19 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(const uint8_t* pool, int
   int64_t r0 = (int64_t(blockIdx.x) * 7919 * step_rows) % rows;
   auto issue = [&](int s, uint32_t stage) {
     const int64_t first = (r0 + int64_t(s) * step_rows) % (rows - step_rows);
-    if constexpr (MODE == 0) {
+    if constexpr (MODE == 5 || MODE == 6) {
+      // 8 threads a row, 8 bytes of chunk c0 + 8 c of the row a copy, two passes of 32 rows
+#pragma unroll
+      for (int pass = 0; pass < 2; ++pass) {
+        const uint32_t row = t / 8 + 32 * pass, c0 = t % 8;
+        const uint8_t* src = pool + (first + row) * row_bytes;
+#pragma unroll
+        for (int c = 0; c < 9; ++c) {
+          if constexpr (MODE == 5) ca8(stage + c * 8192 + sw128(row, c0) + 8, src + (8 * c + c0) * 8);
+          if constexpr (MODE == 6) ca8(stage + row * 576 + (8 * c + c0) * 8, src + (8 * c + c0) * 8);
+        }
+      }
+    } else if constexpr (MODE == 0) {
       const uint32_t row = t / 8, c0 = t % 8;
       const uint8_t* src = pool + (first + row) * row_bytes + 16 * c0;
 #pragma unroll
@@ -127,5 +146,7 @@ int main(int argc, char**) {
   report("fp8-half", time_mode<2>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   report("fp8-odd-ca", time_mode<3>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   report("fp8-lin", time_mode<4>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-8b-ca", time_mode<5>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-8b-lin", time_mode<6>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   return 0;
 }
