@@ -170,6 +170,33 @@ __device__ __forceinline__ void mma_m64n64k16_rs_tb(float (&d)[32], const uint32
 #endif
 }
 
+// d += A (64 x 16 from registers, as mma_m64n64k16_rs_tb's) * B (16 x 64 from shared memory, K-major SW128: 64 rows
+// of 16, imm-trans-b = 0); always accumulates. (The transposed P V of an fp8 MLA design, bench/NOTES.md v55 plan P3:
+// O^T = V^T P^T, A = V^T widened in registers, B = the P tile; tests/gpu/test_wgmma_fp8.cu)
+template <class T>
+__device__ __forceinline__ void mma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+#if FV_HAS_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FV_WG_D32_LIST
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : FV_WG_D32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FV_WG_D32_LIST
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : FV_WG_D32
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+  }
+#else
+  (void)d, (void)a, (void)desc_b;
+  FV_WG_UNAVAILABLE();
+#endif
+}
+
 // d += A (64 x 16, K-major SW128 from shared memory) * B (16 x 64, MN-major SW128: transposed); always
 // accumulates
 template <class T>
