@@ -144,57 +144,41 @@ __device__ __forceinline__ void mma_m64n64k16_ss(float (&d)[32], uint64_t desc_a
 #endif
 }
 
-// d += A (64 x 16 from registers: the mma.sync m16n8k16 A fragment of the warp's 16 rows, a[0..3]) * B (16 x 64
-// from shared memory, MN-major SW128: transposed, imm-trans-b = 1); always accumulates
-template <class T>
-__device__ __forceinline__ void mma_m64n64k16_rs_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+// d += A (64 x 16 from registers: the mma.sync m16n8k16 A fragment of the warp's 16 rows, a[0..3]) * B (16 x 64 from
+// shared memory, SW128: MN-major with TB = 1, imm-trans-b = 1; K-major, 64 rows of 16, with TB = 0); always accumulates
+template <class T, int TB>
+__device__ __forceinline__ void mma_m64n64k16_rs_b(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
 #if FV_HAS_WGMMA
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FV_WG_D32_LIST
-        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
         : FV_WG_D32
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1), "n"(TB));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FV_WG_D32_LIST
-        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
         : FV_WG_D32
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1), "n"(TB));
   }
 #else
   (void)d, (void)a, (void)desc_b;
   FV_WG_UNAVAILABLE();
 #endif
 }
-
-// d += A (64 x 16 from registers, as mma_m64n64k16_rs_tb's) * B (16 x 64 from shared memory, K-major SW128: 64 rows
-// of 16, imm-trans-b = 0); always accumulates. (The transposed P V of an fp8 MLA design, bench/NOTES.md v55 plan P3:
-// O^T = V^T P^T, A = V^T widened in registers, B = the P tile; tests/gpu/test_wgmma_fp8.cu)
+// B transposed (V in the P V products)
+template <class T>
+__device__ __forceinline__ void mma_m64n64k16_rs_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+  mma_m64n64k16_rs_b<T, 1>(d, a, desc_b);
+}
+// B K-major (the transposed P V of an fp8 MLA design, bench/NOTES.md v55 plan P3: O^T = V^T P^T, A = V^T widened in
+// registers, B = the P tile; tests/gpu/test_wgmma_fp8.cu)
 template <class T>
 __device__ __forceinline__ void mma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-#if FV_HAS_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " FV_WG_D32_LIST
-        ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-        : FV_WG_D32
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " FV_WG_D32_LIST
-        ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-        : FV_WG_D32
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-  }
-#else
-  (void)d, (void)a, (void)desc_b;
-  FV_WG_UNAVAILABLE();
-#endif
+  mma_m64n64k16_rs_b<T, 0>(d, a, desc_b);
 }
 
 // d += A (64 x 16, K-major SW128 from shared memory) * B (16 x 64, MN-major SW128: transposed); always
