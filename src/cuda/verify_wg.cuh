@@ -108,13 +108,14 @@ struct VerifyWg {
   using V = Verify<MLA ? kMlaLarge : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
-  // FV_MLA_PROD384 (an experiment build, v54; off: measured even or slower): the fp8 MLA producer kernel with one producer
-  // warpgroup (384 threads: each producer thread copies and widens two rows of a step, r and r + 32) instead of two, so
-  // that the launch gives 168 registers a thread and the compute warpgroups can run PV256 (ptxas C7602 at 512 threads'
-  // 128); ptxas (CUDA 13.0, sm_90a) with producers at 40 and compute at 224 registers: 96-112 bytes of spill stores
-  // against the default's 76-96 (at 216 compute registers: 176-188). bench/NOTES.md v54 plan item 2 (P2). H100, graph us,
-  // ab-build x2 with the interleaved raw layout (before RAWH): N=64 B=16 2943.7-2951.6 vs 2946.7-2948.0, N=8 B=16
-  // 396.8-399.3 vs 393.5-394.3, N=8 b1 48.7-48.8 vs 46.5 (bench/NOTES.md v55); not yet measured with RAWH.
+  // FV_MLA_PROD384 (an experiment build, v54; off: measured even or slower): the fp8 MLA producer kernel with one
+  // producer warpgroup (384 threads: each producer thread copies and widens two rows of a step, r and r + 32) instead
+  // of two, so that the launch gives 168 registers a thread and the compute warpgroups can run PV256 (ptxas C7602 at
+  // 512 threads' 128); ptxas (CUDA 13.0, sm_90a) with producers at 40 and compute at 224 registers: 96-112 bytes of
+  // spill stores against the default's 76-96 (at 216 compute registers: 176-188). bench/NOTES.md v54 plan item 2 (P2).
+  // H100, graph us, ab-build x2 with the interleaved raw layout (before RAWH): N=64 B=16 2943.7-2951.6 vs
+  // 2946.7-2948.0, N=8 B=16 396.8-399.3 vs 393.5-394.3, N=8 b1 48.7-48.8 vs 46.5 (bench/NOTES.md v55); not yet
+  // measured with RAWH.
   // RAWH (v55): the producers copy a prefix row's fp8 chunk c0 + 4 i (bytes 16 c0 + 64 i) into SW128 slot 4 + c0 of
   // tile i, so that a row's four threads fill an aligned, contiguous half row, and each reads its raw chunk of a tile
   // before any of the four overwrites it with the widened values (slots 2 c0 and 2 c0 + 1; __syncwarp on the quad).
@@ -808,8 +809,8 @@ struct VerifyWg {
   template <int N = COMPUTE>
   __device__ static void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(N) : "memory"); }
 
-  // PROD: the producer warpgroups' part of a segment: every row of every step copied (fp8 prefix rows into the row's
-  // upper half of each tile, RAWH; draft rows as they are) and widened into the stages, the next step's copies in
+  // PROD: the producer warpgroups' part of a segment: every row of every step copied (fp8 prefix rows into slots 4-7
+  // of each tile row, RAWH; draft rows as they are) and widened into the stages, the next step's copies in
   // flight while the compute warps work on this one. (RAWH: widen8's __syncwarp also orders the quad's landed copies
   // before another lane's stores over them, so each lane's cp_async_wait must stay before its widen8.)
   __device__ static void produce_segment(const VerifyParams& p, const Seg& s, uint8_t* smem) {
