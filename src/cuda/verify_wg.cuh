@@ -817,35 +817,36 @@ struct VerifyWg {
     const uint32_t k_base = smem_addr(smem) + OFF_K;
     __syncthreads();  // (the compute warps' segment start) the previous segment is done with every shared buffer
     const int n = s.k_end - s.k_begin;
-    // the thread's rows of a step: r0 + 64 / PROD_ROWS * h (FV_MLA_PROD384: two, else one)
-    constexpr uint32_t kRowStep = BN / PROD_ROWS;
-    int64_t idx[PROD_ROWS] = {};
+    // f(h, row) for each of the thread's rows of a step: r0 + 64 / PROD_ROWS * h (FV_MLA_PROD384: two, else one)
     const uint32_t r0 = prod_row();
+    auto each_row = [r0](auto&& f) {
+#pragma unroll
+      for (int h = 0; h < PROD_ROWS; ++h) f(h, r0 + uint32_t(BN / PROD_ROWS) * h);
+    };
+    int64_t idx[PROD_ROWS] = {};
+    auto fetch = [&](int step) { each_row([&](int h, uint32_t r) { idx[h] = fetch8(p, s, step, r); }); };
+    auto issue = [&](int step, uint32_t base, int part) {
+      each_row([&](int h, uint32_t r) { issue8(p, s, step, idx[h], base, part, r); });
+      cp_async_commit();
+    };
+    auto widen = [&](int step, uint32_t stage, int part) {
+      each_row([&](int, uint32_t r) { widen8(p, s, step, stage, part, r); });
+    };
     if (n > 0) {
-#pragma unroll
-      for (int h = 0; h < PROD_ROWS; ++h) idx[h] = fetch8(p, s, s.k_begin, r0 + kRowStep * h);
-#pragma unroll
-      for (int h = 0; h < PROD_ROWS; ++h) issue8(p, s, s.k_begin, idx[h], k_base, PART_A, r0 + kRowStep * h);
-      cp_async_commit();
-#pragma unroll
-      for (int h = 0; h < PROD_ROWS; ++h) issue8(p, s, s.k_begin, idx[h], k_base, PART_B, r0 + kRowStep * h);
-      cp_async_commit();
+      fetch(s.k_begin);
+      issue(s.k_begin, k_base, PART_A);
+      issue(s.k_begin, k_base, PART_B);
       diag_time(p, 8, 1, COMPUTE);
-      if (n > 1) {
-#pragma unroll
-        for (int h = 0; h < PROD_ROWS; ++h) idx[h] = fetch8(p, s, s.k_begin + 1, r0 + kRowStep * h);
-      }
+      if (n > 1) fetch(s.k_begin + 1);
     }
     for (int it = 0; it < n; ++it) {
       const int step = s.k_begin + it;
       const uint32_t stage = k_base + (it & 1) * OPER;
       cp_async_wait<1>();  // the step's PART_A (its PART_B, the newer group, may still be in flight)
       if (it < 5) diag_time(p, 8 + it, 0, COMPUTE);
-#pragma unroll
-      for (int h = 0; h < PROD_ROWS; ++h) widen8(p, s, step, stage, PART_A, r0 + kRowStep * h);
+      widen(step, stage, PART_A);
       cp_async_wait<0>();
-#pragma unroll
-      for (int h = 0; h < PROD_ROWS; ++h) widen8(p, s, step, stage, PART_B, r0 + kRowStep * h);
+      widen(step, stage, PART_B);
       wg::fence_proxy_async();                  // the copies and widened rows, for the tensor cores' reads
       named_arrive<THREADS>(BAR_FULL + (it & 1));  // the step's stage is ready
       if (it + 1 < n) {
@@ -853,18 +854,11 @@ struct VerifyWg {
         const uint32_t next = k_base + ((it + 1) & 1) * OPER;
         if (it >= 1) named_sync<EMPTY_THREADS>(BAR_EMPTY + ((it + 1) & 1));
         if (it + 1 < 5) diag_time(p, 4 + it, 1, COMPUTE);
-#pragma unroll
-        for (int h = 0; h < PROD_ROWS; ++h) issue8(p, s, step + 1, idx[h], next, PART_A, r0 + kRowStep * h);
-        cp_async_commit();
+        issue(step + 1, next, PART_A);
         if (it >= 1) named_sync<EMPTY_THREADS>(BAR_EMPTY_B + ((it + 1) & 1));
-#pragma unroll
-        for (int h = 0; h < PROD_ROWS; ++h) issue8(p, s, step + 1, idx[h], next, PART_B, r0 + kRowStep * h);
-        cp_async_commit();
+        issue(step + 1, next, PART_B);
         if (it + 1 < 5) diag_time(p, 9 + it, 1, COMPUTE);
-        if (it + 2 < n) {
-#pragma unroll
-          for (int h = 0; h < PROD_ROWS; ++h) idx[h] = fetch8(p, s, step + 2, r0 + kRowStep * h);
-        }
+        if (it + 2 < n) fetch(step + 2);
       }
     }
     __syncthreads();  // (the compute warps' epilogue barrier)
