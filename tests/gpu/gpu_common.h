@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "testkit.h"
 
@@ -64,6 +66,23 @@ inline void check_device_outputs(const fvt::HostProblem& hp, const fvt::DevicePr
   fvt::GpuRun r;
   ASSERT_TRUE(dp.download(&r.out, &r.lse, nullptr, &hp)) << dp.error();
   check_against_oracle(hp, ref, r, label.c_str(), out_cmp);
+}
+
+// Relative L2 error of `got` (rows x cols, row-major) against ref(i, j) in float64; a non-finite element counts 1e30.
+// `worst` (if given) receives the largest absolute error. (The wgmma building-block tests' products.)
+template <class Ref>
+double matrix_rel_l2(int rows, int cols, const std::vector<float>& got, Ref ref, double* worst = nullptr) {
+  double num = 0, den = 0, w = 0;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      const double r = ref(i, j), g = got[size_t(i) * cols + j];
+      const double d = std::isfinite(g) ? std::fabs(g - r) : 1e30;
+      num += d * d;
+      den += r * r;
+      w = std::max(w, d);
+    }
+  if (worst) *worst = w;
+  return std::sqrt(num / den);
 }
 
 // Whether the current GPU is an sm_90 one (the tests built for sm_90a only: wgmma, setmaxnreg)

@@ -221,24 +221,13 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
   cudaFree(dq), cudaFree(dk), cudaFree(ds), cudaFree(dp), cudaFree(dout), cudaFree(dout_wide), cudaFree(dflag);
   *has_wgmma = flag;
 
-  // relative L2 error of got (rows x cols) against ref(i, j) in float64; a non-finite element counts 1e30
-  auto rel_l2 = [](int rows, int cols, const std::vector<float>& got, auto ref) {
-    double num = 0, den = 0;
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) {
-        const double r = ref(i, j), g = got[i * cols + j];
-        num += std::isfinite(g) ? (g - r) * (g - r) : 1e30;
-        den += r * r;
-      }
-    return std::sqrt(num / den);
-  };
   Errors err;
   for (size_t i = 0; i < p.size(); ++i) {
     const double want = fvt::bits_to_float(std::is_same_v<T, __half> ? fv::round_to_fp16(double(s[i]) / 8)
                                                                      : fv::round_to_bf16(double(s[i]) / 8), dtype);
     err.p_wrong += !(p[i] == want);  // (NaN: wrong)
   }
-  err.s_rel = rel_l2(kRows, kKeys, s, [&](int i, int j) {
+  err.s_rel = fvg::matrix_rel_l2(kRows, kKeys, s, [&](int i, int j) {
     double r = 0;
     for (int d = 0; d < kDqk; ++d) r += double(qf[i * kDqk + d]) * kf[j * kDqk + d];
     return r;
@@ -248,10 +237,10 @@ Errors run_tile(uint32_t mn_lbo, uint32_t mn_sbo, int* has_wgmma) {
     for (int j = 0; j < kKeys; ++j) r += double(p[i * kKeys + j]) * kf[j * kDqk + n];
     return r;
   };
-  err.o_rel = rel_l2(kRows, kDv, o, o_ref);
+  err.o_rel = fvg::matrix_rel_l2(kRows, kDv, o, o_ref);
   auto form_rel = [&](int form) {
     const std::vector<float> of(o_wide.begin() + form * kRows * kDv, o_wide.begin() + (form + 1) * kRows * kDv);
-    return rel_l2(kRows, kDv, of, o_ref);
+    return fvg::matrix_rel_l2(kRows, kDv, of, o_ref);
   };
   err.o256_rs_rel = form_rel(0);
   err.o256_ss_rel = form_rel(1);

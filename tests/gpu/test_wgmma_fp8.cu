@@ -14,7 +14,6 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -179,27 +178,13 @@ TEST(Wgmma, Fp8MlaProductsWithoutWideningMatchFloat64) {
   ASSERT_NE(flag, -1) << "dynamic shared memory is not 1024-byte aligned";
   ASSERT_EQ(flag, 1) << "fv_wgmma_tests was not compiled for sm_90a (FV_HAS_WGMMA = 0)";
 
-  // relative L2 error against float64 (a non-finite element counts 1e30), and the worst element
-  auto compare = [](int rows, int cols, const std::vector<float>& got, auto ref, double* worst) {
-    double num = 0, den = 0;
-    *worst = 0;
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) {
-        const double r = ref(i, j), gv = got[i * cols + j];
-        const double d = std::isfinite(gv) ? std::fabs(gv - r) : 1e30;
-        num += d * d;
-        den += r * r;
-        *worst = std::max(*worst, d);
-      }
-    return std::sqrt(num / den);
-  };
   double s_worst = 0, o_worst = 0;
-  const double s_rel = compare(kRows, kKeys, s, [&](int i, int j) {
+  const double s_rel = fvg::matrix_rel_l2(kRows, kKeys, s, [&](int i, int j) {
     double r = 0;
     for (int d = 0; d < kDqk; ++d) r += (e4m3(qh[i * kDqk + d]) + e4m3(ql[i * kDqk + d])) * e4m3(k[j * kDqk + d]);
     return r;
   }, &s_worst);
-  const double o_rel = compare(kRows, kDv, o, [&](int i, int n) {
+  const double o_rel = fvg::matrix_rel_l2(kRows, kDv, o, [&](int i, int n) {
     double r = 0;
     for (int j = 0; j < kKeys; ++j) r += double(__half2float(p[i * kKeys + j])) * e4m3(k[j * kDqk + n]);
     return r;
