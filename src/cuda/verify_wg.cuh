@@ -177,7 +177,14 @@ struct VerifyWg {
   // EMPTY and EMPTY_B (PROD): the producer warpgroups and the one compute warpgroup that releases that part
   static constexpr int EMPTY_THREADS = (THREADS - COMPUTE) + COMPUTE / 2;
   // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / THREADS (rounded down to 8)
-  static constexpr int LAUNCH_REGS = PROD384 ? 168 : 128, PROD_REGS = PROD384 ? 40 : 32, COMPUTE_REGS = 224;
+  // (FV_MLA_PROD384: 40 / 232, the whole pool: 128 x (168 - 40) = 256 x (232 - 168); ptxas, sm_90a, the compute warps'
+  // spills 52-56 / 56-64 bytes (stores / loads) against 96-112 / 128-144 at 224. -DFV_MLA_PROD384_COMPUTE_REGS=224
+  // builds v54's split for A/B runs)
+#if !defined(FV_MLA_PROD384_COMPUTE_REGS)
+#define FV_MLA_PROD384_COMPUTE_REGS 232
+#endif
+  static constexpr int LAUNCH_REGS = PROD384 ? 168 : 128, PROD_REGS = PROD384 ? 40 : 32,
+                       COMPUTE_REGS = PROD384 ? FV_MLA_PROD384_COMPUTE_REGS : 224;
   static_assert(!PROD || (THREADS - COMPUTE) * (LAUNCH_REGS - PROD_REGS) >= COMPUTE * (COMPUTE_REGS - LAUNCH_REGS),
                 "the CTA's register pool");
   static constexpr int KT = DQK / 64;                    // SW128 column tiles of a row
