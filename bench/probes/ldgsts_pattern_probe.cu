@@ -15,6 +15,10 @@
 //              issue_rows_of): 8 threads a row, 8 bytes of chunk c0 + 8 c (cp.async.ca) into the upper half of SW128
 //              slot c0 of tile c, two passes of 32 rows (18 copies a thread)
 //   fp8-8b-lin the same 8-byte copies into a linear staging row
+//   fp8-alt    fp8-half with odd rows in the lower half row (slots c0: RAW_ALT, v56)
+//   fp8-half+w, fp8-alt+w  each with the producer's widening round trip after a step lands (every thread reads its
+//              raw chunk of each tile, the quad syncs, two 16-byte stores to slots 2 c0 and 2 c0 + 1): v56's question
+//              is the raw reads' bank conflicts, two-way in fp8-half (rows r and r + 1 share a phase and a half row)
 // H100 80GB HBM3 (v55, bench/results/h100-v55.txt call 6), GB/s of pool bytes: b16 8082, fp8-odd 2141, fp8-half 7600,
 // fp8-odd-ca 7706, fp8-lin 7603; ncu: fp8-odd one 32-byte sector an L2 request and a 16-byte copy (1214 M for 38 M
 // instructions), fp8-half and fp8-lin two sectors a request, b16 four.
@@ -50,6 +54,18 @@ __device__ __forceinline__ void ca16(uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, 16;\n" ::"r"(dst), "l"(src));
 }
 
+// RAW_ALT (v56): odd rows' raw chunks in the lower half row, so that rows r and r + 1 (one 8-lane phase of a 16-byte
+// shared access) use disjoint bank groups
+__device__ __forceinline__ uint32_t alt_slot(uint32_t r, uint32_t c0) { return (r & 1) ? c0 : 4 + c0; }
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void sts128(uint32_t a, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
 template <int MODE>
 __global__ void __launch_bounds__(kThreads) copy_kernel(const uint8_t* pool, int64_t rows, int steps, uint32_t* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -82,9 +98,10 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(const uint8_t* pool, int
 #pragma unroll
       for (int i = 0; i < 9; ++i) {
         if constexpr (MODE == 1) cg16(stage + i * 8192 + sw128(row, 2 * c0 + 1), src + 64 * i);
-        if constexpr (MODE == 2) cg16(stage + i * 8192 + sw128(row, 4 + c0), src + 64 * i);
+        if constexpr (MODE == 2 || MODE == 8) cg16(stage + i * 8192 + sw128(row, 4 + c0), src + 64 * i);
         if constexpr (MODE == 3) ca16(stage + i * 8192 + sw128(row, 2 * c0 + 1), src + 64 * i);
         if constexpr (MODE == 4) cg16(stage + row * 576 + 16 * c0 + 64 * i, src + 64 * i);
+        if constexpr (MODE == 7 || MODE == 9) cg16(stage + i * 8192 + sw128(row, alt_slot(row, c0)), src + 64 * i);
       }
     }
     asm volatile("cp.async.commit_group;\n" ::);
@@ -99,6 +116,21 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(const uint8_t* pool, int
       asm volatile("cp.async.wait_group 0;\n" ::);
     }
     __syncthreads();
+    if constexpr (MODE == 8 || MODE == 9) {
+      // the producer's widening round trip (widen8): each thread reads its raw chunk of a tile, the row's quad syncs,
+      // and two 16-byte stores go to slots 2 c0 and 2 c0 + 1 (a stand-in for the widened values)
+      const uint32_t row = t / 4, c0 = t % 4, quad = 0xfu << ((t % 32) & ~3u);
+      const uint32_t stage = base + (s % kStages) * kStageBytes;
+      const uint32_t raw = sw128(row, MODE == 8 ? 4 + c0 : alt_slot(row, c0));
+#pragma unroll
+      for (int i = 0; i < 9; ++i) {
+        const uint4 v = lds128(stage + i * 8192 + raw);
+        __syncwarp(quad);
+        sts128(stage + i * 8192 + sw128(row, 2 * c0), v);
+        sts128(stage + i * 8192 + sw128(row, 2 * c0 + 1), make_uint4(v.y, v.x, v.w, v.z));
+      }
+      __syncthreads();
+    }
     acc ^= reinterpret_cast<const uint32_t*>(smem + (s % kStages) * kStageBytes)[t * 4];
     __syncthreads();  // the stage is refilled next step
   }
@@ -148,5 +180,8 @@ int main(int argc, char**) {
   report("fp8-lin", time_mode<4>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   report("fp8-8b-ca", time_mode<5>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   report("fp8-8b-lin", time_mode<6>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-alt", time_mode<7>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-half+w", time_mode<8>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-alt+w", time_mode<9>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   return 0;
 }

@@ -51,9 +51,9 @@ namespace fv {
 // PROD (KV8: verify_wg_kernel_prod, for rows that are 16-byte aligned; the dispatcher checks VerifyParams::kv8_a16,
 // other rows take the kernel above): two producer warpgroups (512 threads) copy every row and widen the fp8 ones, so
 // that the compute warpgroups do no copy or widening work. Each producer thread copies one row's 16-byte chunks
-// c0 + 4 i of fp8 bytes (16 values each) into slot 4 + c0 of SW128 tile i (the four threads of a row: an aligned half
-// row, RAWH below), and widens them into slots 2 c0 and 2 c0 + 1 once they land. Registers: setmaxnreg gives each
-// producer thread 32 and each compute thread 224 (the launch gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x
+// c0 + 4 i of fp8 bytes (16 values each) into slot 4 + c0 (odd rows: c0) of SW128 tile i (the four threads of a row:
+// an aligned half row, RAWH and RAW_ALT below), and widens them into slots 2 c0 and 2 c0 + 1 once they land.
+// Registers: setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x
 // (128 - 32); the experiment build FV_MLA_PROD384: one producer warpgroup, 384 threads, each producer thread two rows,
 // 40 / 224 registers from a 168-register launch, PV256). The stages change hands through named barriers instead of
 // the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in
@@ -125,11 +125,26 @@ struct VerifyWg {
   // times the two patterns alone on an H100: 2141 vs 7600 GB/s of pool bytes. The kernel, H100, graph us (bench/NOTES.md
   // v55, ab-build x2): N=64 B=16 2403-2406 vs 2958, N=8 B=16 326.6-328.9 vs 393.1-394.2, N=8 b1 42.9-43.2 vs 46.2-46.4.
   // -DFV_MLA_RAW_INTERLEAVED builds the old layout (for A/B runs).
+  // RAW_ALT (v56): the half row alternates, the upper one (slots 4 + c0) for even rows and the lower one (slots c0) for
+  // odd rows. A 16-byte shared access is served eight lanes at a time, here two rows' quads (rows r and r + 1 of a
+  // warp, r even: SW128's XOR masks r & 7 and (r & 7) + 1). With the upper half in both rows those two quads read the
+  // same four 16-byte bank groups ({4..7} xor either mask is one set), a two-way conflict on every raw read (36 KB a
+  // step), and so do their cp.async writes; alternating halves gives disjoint bank groups. (The widened stores of
+  // rows r and r + 1 go to the even and the odd slots: no conflict either way.) -DFV_MLA_RAW_UPPER builds v55's layout.
 #if defined(FV_MLA_RAW_INTERLEAVED)
   static constexpr bool RAWH = false;
 #else
   static constexpr bool RAWH = true;
 #endif
+#if defined(FV_MLA_RAW_UPPER)
+  static constexpr bool RAW_ALT = false;
+#else
+  static constexpr bool RAW_ALT = RAWH;
+#endif
+  // the SW128 slot that holds a prefix row's raw chunk c0 of a tile (RAWH: in the row's aligned half; else 2 c0 + 1)
+  __device__ static constexpr uint32_t raw_slot(uint32_t row, uint32_t c0) {
+    return !RAWH ? 2 * c0 + 1 : (RAW_ALT && (row & 1)) ? c0 : 4 + c0;
+  }
 #if defined(FV_MLA_PROD384)
   static constexpr bool PROD384 = true;
 #else
@@ -622,7 +637,7 @@ struct VerifyWg {
 
   // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step (FV_MLA_PROD384: rows r0 and r0 + 32), c0 = t % 4: chunks c0 + 4 i (i = 0..8)
   // of the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0 + 1 of SW128 tile i (chunk
-  // c0 + 4 i is copied into slot 4 + c0; FV_MLA_RAW_INTERLEAVED: 2 c0 + 1), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
+  // c0 + 4 i is copied into slot raw_slot(row, c0): 4 + c0 or c0, RAW_ALT), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
   static constexpr int RAW = DQK / 16 / 4;  // 16-byte fp8 chunks a thread
   __device__ static uint32_t prod_row() { return (threadIdx.x - COMPUTE) / 4; }
 
@@ -646,7 +661,7 @@ struct VerifyWg {
     if (pos < s.plen) {
       const int64_t slot = p.paged ? idx * p.page_size + pos % p.page_size : idx;
       const uint8_t* k8 = static_cast<const uint8_t*>(p.k_pool) + slot * p.k_pool_stride_slot + 16 * c0;
-      const uint32_t off = wg::sw128_offset(row, RAWH ? 4 + c0 : 2 * c0 + 1);
+      const uint32_t off = wg::sw128_offset(row, raw_slot(row, c0));
 #pragma unroll
       for (int i = 0; i < RAW; ++i)
         if (in_part(i, part)) cp_async_16(k_base + i * TILE + off, k8 + 64 * i, 16);
@@ -678,7 +693,7 @@ struct VerifyWg {
       return;
     }
     const uint32_t off0 = wg::sw128_offset(row, 2 * c0), off1 = wg::sw128_offset(row, 2 * c0 + 1);
-    const uint32_t raw = RAWH ? wg::sw128_offset(row, 4 + c0) : off1;
+    const uint32_t raw = wg::sw128_offset(row, raw_slot(row, c0));
     const uint32_t quad = 0xfu << ((threadIdx.x % 32) & ~3u);  // the row's four threads (RAWH)
 #pragma unroll
     for (int i = 0; i < RAW; ++i) {
@@ -816,7 +831,7 @@ struct VerifyWg {
   template <int N = COMPUTE>
   __device__ static void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(N) : "memory"); }
 
-  // PROD: the producer warpgroups' part of a segment: every row of every step copied (fp8 prefix rows into slots 4-7
+  // PROD: the producer warpgroups' part of a segment: every row of every step copied (fp8 prefix rows into one half
   // of each tile row, RAWH; draft rows as they are) and widened into the stages, the next step's copies in
   // flight while the compute warps work on this one. (RAWH: widen8's __syncwarp also orders the quad's landed copies
   // before another lane's stores over them, so each lane's cp_async_wait must stay before its widen8.)
