@@ -385,14 +385,20 @@ struct VerifyWg {
   }
 
   // Q rows (the compute warps load them): thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (MLA: 18 of
-  // the row's 72; GQA: 4 of 16) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait)
+  // the row's 72; GQA: 4 of 16) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait). Its
+  // c-th access is chunk q_cc(row, c0, c): odd rows take their chunks in the order c ^ 1, so that the 8 lanes of a
+  // 16-byte shared access (rows r and r + 1) touch the two halves of a tile row, disjoint bank groups under SW128's
+  // XOR; in the same order both rows' chunks c0 + 4 c fall in one half, {0..3} or {4..7}, xor r & 7 or (r & 7) + 1:
+  // one set, a two-way conflict on every copy, read and store of Q (v56).
+  static_assert(DQK / 8 / 4 % 2 == 0, "q_cc pairs a thread's Q chunks");
+  __device__ static constexpr uint32_t q_cc(uint32_t row, uint32_t c0, uint32_t c) { return c0 + 4 * (c ^ (row & 1)); }
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, int hk = 0) {
     const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
     int bytes;
     const T* src = V::q_row_src(p, s, m_tile, hk, row, bytes);
 #pragma unroll
     for (int c = 0; c < DQK / 8 / 4; ++c) {
-      const int cc = c0 + 4 * c;
+      const int cc = q_cc(row, c0, c);
       cp_async_16(q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8), src + cc * 8, bytes);
     }
   }
@@ -734,10 +740,7 @@ struct VerifyWg {
   // row's largest magnitude in [2^14, 2^15) (0 for rows of zeros, Inf or NaN); 2^-e into q_fac[row]
   __device__ static void q_to_f16(uint32_t q_base, float* q_fac) {
     const uint32_t t = threadIdx.x, row = t / 4, c0 = t % 4;
-    auto addr = [&](int c) {
-      const uint32_t cc = c0 + 4 * c;
-      return q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8);
-    };
+    auto addr = [&](int c) { return q_chunk(q_base, row, q_cc(row, c0, c)); };
     uint32_t mx = 0;  // the largest |value| of the row as bf16 bits, in both halves (bf16 magnitudes order as integers)
 #pragma unroll 1
     for (int c = 0; c < DQK / 8 / 4; ++c) {
@@ -766,7 +769,7 @@ struct VerifyWg {
   // and within 2^-10 2^-e of it below that
   __device__ static void q_to_e4m3(uint32_t q_base, uint32_t q8, float* q_fac) {
     const uint32_t t = threadIdx.x, row = t / 4, c0 = t % 4;
-    auto addr = [&](int c) { return q_chunk(q_base, row, c0 + 4 * c); };
+    auto addr = [&](int c) { return q_chunk(q_base, row, q_cc(row, c0, c)); };
     auto value = [](uint32_t w, int half) {  // value `half` (0: the low one) of a bf16 pair (S8: bf16 models)
       return __uint_as_float(half ? w & 0xffff0000u : w << 16);
     };
@@ -798,7 +801,7 @@ struct VerifyWg {
         hw[i] = h;
         lw[i] = __nv_cvt_float2_to_fp8x2(make_float2(x.x - b.x, x.y - b.y), __NV_SATFINITE, __NV_E4M3);
       }
-      const uint32_t cc = c0 + 4 * c;  // values 8 cc .. 8 cc + 7: bytes 8 (cc % 2) of chunk (cc % 16) / 2, tile cc / 16
+      const uint32_t cc = q_cc(row, c0, c);  // values 8 cc .. 8 cc + 7: bytes 8 (cc % 2) of chunk (cc % 16) / 2, tile cc / 16
       const uint32_t a = q8 + (cc / 16) * TILE + wg::sw128_offset(row, (cc % 16) / 2) + 8 * (cc % 2);
       asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(a), "r"(hw[0] | (hw[1] << 16)), "r"(hw[2] | (hw[3] << 16))
                    : "memory");
