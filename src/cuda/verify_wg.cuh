@@ -389,9 +389,15 @@ struct VerifyWg {
   // c-th access is chunk q_cc(row, c0, c): odd rows take their chunks in the order c ^ 1, so that the 8 lanes of a
   // 16-byte shared access (rows r and r + 1) touch the two halves of a tile row, disjoint bank groups under SW128's
   // XOR; in the same order both rows' chunks c0 + 4 c fall in one half, {0..3} or {4..7}, xor r & 7 or (r & 7) + 1:
-  // one set, a two-way conflict on every copy, read and store of Q (v56).
+  // one set, a two-way conflict on every copy, read and store of Q (v56; -DFV_Q_ORDER_LINEAR builds that order).
   static_assert(DQK / 8 / 4 % 2 == 0, "q_cc pairs a thread's Q chunks");
-  __device__ static constexpr uint32_t q_cc(uint32_t row, uint32_t c0, uint32_t c) { return c0 + 4 * (c ^ (row & 1)); }
+  __device__ static constexpr uint32_t q_cc(uint32_t row, uint32_t c0, uint32_t c) {
+#if defined(FV_Q_ORDER_LINEAR)
+    return c0 + 4 * c;
+#else
+    return c0 + 4 * (c ^ (row & 1));
+#endif
+  }
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, int hk = 0) {
     const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
     int bytes;
