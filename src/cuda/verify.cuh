@@ -65,6 +65,19 @@ cudaError_t launch_with_smem(Kernel kernel, dim3 grid, int threads, std::size_t 
   return cudaGetLastError();
 }
 
+// KV8's 8-byte copies: the half of its 16-byte slot that a prefix row's chunk of 8 fp8 bytes lands in, to be widened
+// in place by the thread that copied it: the upper half (bytes 8-15) in even rows, the lower one in odd rows (v56). A
+// 64-bit shared access is served 16 lanes at a time, in the tiles of 8 threads a row two rows whose 8 chunks each
+// cover the 8 bank groups of a 128-byte line: with the upper half in both rows, 16 lanes met 16 banks twice, a
+// two-way conflict on every copy and every widening read. -DFV_FP8_HALF_UPPER builds the old placement (A/B runs).
+__device__ __forceinline__ uint32_t fp8_half(int row) {
+#if defined(FV_FP8_HALF_UPPER)
+  return 8u;
+#else
+  return (row & 1) ? 0u : 8u;
+#endif
+}
+
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile whose rows hold CHUNKS chunks. The chunk
 // index is XOR-ed with bits of the row so that the 8 rows one ldmatrix phase reads fall in 8 different
 // bank groups (rows of 576 bf16 are 1152 bytes: without it every row starts in bank 0).
@@ -119,8 +132,8 @@ __device__ __forceinline__ float tanh_clamped(float x) {
 
 // MODS: the kernel with SGLang's score modifiers (a separate instantiation, so that the plain kernel's
 // registers and instructions are untouched)
-// KV8: the KV pools hold fp8 e4m3 bytes (prefix rows copied 8 bytes a chunk into the second half of their
-// 16-byte slot, then widened in place by the thread that copied them, before the step's first barrier)
+// KV8: the KV pools hold fp8 e4m3 bytes (prefix rows copied 8 bytes a chunk into one half of their 16-byte slot,
+// fp8_half, then widened in place by the thread that copied them, before the step's first barrier)
 // NARROW: the fp8 32-row tiles without kF16 and kWide below (64-key compact steps in the model's dtype: the tiles as
 // they were before v18), for small batches (verify_kernel_narrow; plan.cpp)
 template <int CFG, class T, bool MODS, bool KV8, bool NARROW = false>
@@ -346,13 +359,13 @@ struct Verify {
 #pragma unroll
         for (int c = 0; c < KCopy::CPT; ++c) {
           const int chunk = c0 + c * KCopy::TPR;
-          cp_async_8(k_base + swizzle<QCH>(row, chunk) + 8, k8 + chunk * 8, 8);
+          cp_async_8(k_base + swizzle<QCH>(row, chunk) + fp8_half(row), k8 + chunk * 8, 8);
         }
         if constexpr (!V_IN_K) {
 #pragma unroll
           for (int c = 0; c < VCopy::CPT; ++c) {
             const int chunk = c0 + c * VCopy::TPR;
-            cp_async_8(v_base + swizzle<VCH>(row, chunk) + 8, v8 + chunk * 8, 8);
+            cp_async_8(v_base + swizzle<VCH>(row, chunk) + fp8_half(row), v8 + chunk * 8, 8);
           }
         }
         continue;
@@ -394,7 +407,9 @@ struct Verify {
       *reinterpret_cast<uint4*>(first) = lo;
       *reinterpret_cast<uint4*>(second) = hi;
     };
-    auto widen_half = [&](uint8_t* slot) { widen8(*reinterpret_cast<const uint2*>(slot + 8), slot); };
+    auto widen_half = [&](uint8_t* slot, int row) {
+      widen8(*reinterpret_cast<const uint2*>(slot + fp8_half(row)), slot);
+    };
 #pragma unroll 1
     for (int pass = pass_lo; pass < pass_hi; ++pass) {
       const int row = r0 + pass * KCopy::RP;
@@ -420,10 +435,10 @@ struct Verify {
         // not unrolled: the widening is a few instructions a chunk, and unrolled it costs registers the
         // accumulators need
 #pragma unroll 1
-        for (int c = 0; c < KCopy::CPT; ++c) widen_half(kb + swizzle<QCH>(row, c0 + c * KCopy::TPR));
+        for (int c = 0; c < KCopy::CPT; ++c) widen_half(kb + swizzle<QCH>(row, c0 + c * KCopy::TPR), row);
         if constexpr (!V_IN_K) {
 #pragma unroll 1
-          for (int c = 0; c < VCopy::CPT; ++c) widen_half(vb + swizzle<VCH>(row, c0 + c * VCopy::TPR));
+          for (int c = 0; c < VCopy::CPT; ++c) widen_half(vb + swizzle<VCH>(row, c0 + c * VCopy::TPR), row);
         }
       }
     }

@@ -42,9 +42,9 @@
 
 namespace fv {
 
-// KV8: the pool holds fp8 e4m3 bytes (SGLang's uint8 pools): a prefix row's 8 bytes a chunk are copied into the
-// second half of the chunk's 16-byte slot and widened to T in place by the thread that copied them, before the
-// step's first barrier (as the mma.sync tile does; MLA: during the previous step's P V, kWidenEarly); k_scale scales
+// KV8: the pool holds fp8 e4m3 bytes (SGLang's uint8 pools): a prefix row's 8 bytes a chunk are copied into one half
+// of the chunk's 16-byte slot (fp8_half, verify.cuh) and widened to T in place by the thread that copied them, before
+// the step's first barrier (as the mma.sync tile does; MLA: during the previous step's P V, kWidenEarly); k_scale scales
 // the prefix scores and v_scale the prefix values (folded into P; the row sums stay unscaled). Draft rows are T as
 // ever. GQA (HD 128 / 256, 2 stages): K and V rows alike; the MLA kernel's producer warpgroups are MLA only.
 //
@@ -312,13 +312,14 @@ struct VerifyWg {
           }
 #pragma unroll
           for (int c = 0; c < KT; ++c)
-            cp_async_8(k_base + c * TILE + wg::sw128_offset(row, c0) + 8, k8 + (8 * c + c0) * 8, 8);
+            cp_async_8(k_base + c * TILE + wg::sw128_offset(row, c0) + fp8_half(row), k8 + (8 * c + c0) * 8, 8);
           if constexpr (!MLA) {
             const uint8_t* v8 =
                 static_cast<const uint8_t*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
 #pragma unroll
             for (int c = 0; c < VT; ++c)
-              cp_async_8(k_base + (KT + c) * TILE + wg::sw128_offset(row, c0) + 8, v8 + (8 * c + c0) * 8, 8);
+              cp_async_8(k_base + (KT + c) * TILE + wg::sw128_offset(row, c0) + fp8_half(row), v8 + (8 * c + c0) * 8,
+                         8);
           }
           continue;
         }
@@ -423,7 +424,7 @@ struct VerifyWg {
 #pragma unroll
       for (int c = 0; c < KT + VT; ++c) {  // (GQA: the V tiles after the K tiles)
         uint8_t* slot = k_stage + c * TILE + wg::sw128_offset(row, c0);
-        const uint2 w = *reinterpret_cast<const uint2*>(slot + 8);
+        const uint2 w = *reinterpret_cast<const uint2*>(slot + fp8_half(row));
         uint4 o;
         e4m3x4_to<T>(w.x, o.x, o.y);
         e4m3x4_to<T>(w.y, o.z, o.w);
