@@ -15,6 +15,7 @@
 //              issue_rows_of): 8 threads a row, 8 bytes of chunk c0 + 8 c (cp.async.ca) into the upper half of SW128
 //              slot c0 of tile c, two passes of 32 rows (18 copies a thread)
 //   fp8-8b-lin the same 8-byte copies into a linear staging row
+//   fp8-8b-alt fp8-8b-ca with odd rows' bytes in the lower half of the slot (fp8_half in src/cuda/verify.cuh, v56)
 //   fp8-alt    fp8-half with odd rows in the lower half row (slots c0: RAW_ALT, v56)
 //   fp8-half+w, fp8-alt+w  each with the producer's widening round trip after a step lands (every thread reads its
 //              raw chunk of each tile, the quad syncs, two 16-byte stores to slots 2 c0 and 2 c0 + 1): v56's question
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(const uint8_t* pool, int
   int64_t r0 = (int64_t(blockIdx.x) * 7919 * step_rows) % rows;
   auto issue = [&](int s, uint32_t stage) {
     const int64_t first = (r0 + int64_t(s) * step_rows) % (rows - step_rows);
-    if constexpr (MODE == 5 || MODE == 6) {
+    if constexpr (MODE == 5 || MODE == 6 || MODE == 10) {
       // 8 threads a row, 8 bytes of chunk c0 + 8 c of the row a copy, two passes of 32 rows
 #pragma unroll
       for (int pass = 0; pass < 2; ++pass) {
@@ -85,6 +86,7 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(const uint8_t* pool, int
         for (int c = 0; c < 9; ++c) {
           if constexpr (MODE == 5) ca8(stage + c * 8192 + sw128(row, c0) + 8, src + (8 * c + c0) * 8);
           if constexpr (MODE == 6) ca8(stage + row * 576 + (8 * c + c0) * 8, src + (8 * c + c0) * 8);
+          if constexpr (MODE == 10) ca8(stage + c * 8192 + sw128(row, c0) + ((row & 1) ? 0 : 8), src + (8 * c + c0) * 8);
         }
       }
     } else if constexpr (MODE == 0) {
@@ -183,5 +185,6 @@ int main(int argc, char**) {
   report("fp8-alt", time_mode<7>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   report("fp8-half+w", time_mode<8>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   report("fp8-alt+w", time_mode<9>(pool, pool_bytes / 576, ctas, steps, sink, reps));
+  report("fp8-8b-alt", time_mode<10>(pool, pool_bytes / 576, ctas, steps, sink, reps));
   return 0;
 }
