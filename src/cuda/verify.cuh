@@ -65,16 +65,19 @@ cudaError_t launch_with_smem(Kernel kernel, dim3 grid, int threads, std::size_t 
   return cudaGetLastError();
 }
 
-// KV8's 8-byte copies: the half of its 16-byte slot that a prefix row's chunk of 8 fp8 bytes lands in, to be widened
-// in place by the thread that copied it: the upper half (bytes 8-15) in even rows, the lower one in odd rows (v56). A
-// 64-bit shared access is served 16 lanes at a time, in the tiles of 8 threads a row two rows whose 8 chunks each
-// cover the 8 bank groups of a 128-byte line: with the upper half in both rows, 16 lanes met 16 banks twice, a
-// two-way conflict on every copy and every widening read. -DFV_FP8_HALF_UPPER builds the old placement (A/B runs).
-__device__ __forceinline__ uint32_t fp8_half(int row) {
+// KV8's 8-byte copies: the half of its 16-byte slot that chunk `chunk` (8 fp8 bytes) of a prefix row lands in, to be
+// widened in place by the thread that copied it: the upper half (bytes 8-15) where row + chunk / 8 is even, else the
+// lower one (v56). A 64-bit shared access is served 16 lanes at a time: in the tiles of 8 threads a row, two rows
+// whose 8 chunks each cover the 8 bank groups of a 128-byte line (rows r and r + 1: opposite halves); with 16 threads a
+// row, one row's chunks c and c + 8, which share a bank group (opposite halves again). With the upper half for every
+// chunk, 16 lanes met 16 banks twice: a two-way conflict on every copy and every widening read. (The kFrag8 tiles'
+// non-compact steps, 4 threads a row, keep a two-way conflict: four rows on four slots.) -DFV_FP8_HALF_UPPER builds
+// the old placement (A/B runs).
+__device__ __forceinline__ uint32_t fp8_half(int row, int chunk) {
 #if defined(FV_FP8_HALF_UPPER)
   return 8u;
 #else
-  return (row & 1) ? 0u : 8u;
+  return ((row ^ (chunk >> 3)) & 1) ? 0u : 8u;
 #endif
 }
 
@@ -208,8 +211,8 @@ struct Verify {
   // - pairs (opt-in, p.kv8_pairs: FLASHVERIFY_FP8_PAIRS=1 and pool strides multiples of 16 bytes): in
   //   128-thread tiles (room below their 255-register cap) whose threads take an even number of chunks a
   //   row, a thread copies 16 fp8 bytes (two chunks) with one 16-byte cp.async into the second chunk's slot
-  //   and widens them into both slots; otherwise 8 bytes a chunk go into the second half of the chunk's own
-  //   slot. Measured 1.4% slower than the 8-byte copies on GQA 32/8 B=16 (so off by default); in the
+  //   and widens them into both slots; otherwise 8 bytes a chunk go into one half of the chunk's own slot
+  //   (fp8_half). Measured 1.4% slower than the 8-byte copies on GQA 32/8 B=16 (so off by default); in the
   //   128-register GQA tiles they raised spills from ~36 to ~80 bytes, so those never use them.
   // - early widening (compute-bound MLA tiles): the next step's rows are widened in the middle of this
   //   step's P V product, so that the conversion overlaps the tensor cores instead of sitting between the
@@ -359,13 +362,13 @@ struct Verify {
 #pragma unroll
         for (int c = 0; c < KCopy::CPT; ++c) {
           const int chunk = c0 + c * KCopy::TPR;
-          cp_async_8(k_base + swizzle<QCH>(row, chunk) + fp8_half(row), k8 + chunk * 8, 8);
+          cp_async_8(k_base + swizzle<QCH>(row, chunk) + fp8_half(row, chunk), k8 + chunk * 8, 8);
         }
         if constexpr (!V_IN_K) {
 #pragma unroll
           for (int c = 0; c < VCopy::CPT; ++c) {
             const int chunk = c0 + c * VCopy::TPR;
-            cp_async_8(v_base + swizzle<VCH>(row, chunk) + fp8_half(row), v8 + chunk * 8, 8);
+            cp_async_8(v_base + swizzle<VCH>(row, chunk) + fp8_half(row, chunk), v8 + chunk * 8, 8);
           }
         }
         continue;
@@ -407,8 +410,8 @@ struct Verify {
       *reinterpret_cast<uint4*>(first) = lo;
       *reinterpret_cast<uint4*>(second) = hi;
     };
-    auto widen_half = [&](uint8_t* slot, int row) {
-      widen8(*reinterpret_cast<const uint2*>(slot + fp8_half(row)), slot);
+    auto widen_half = [&](uint8_t* slot, int row, int chunk) {
+      widen8(*reinterpret_cast<const uint2*>(slot + fp8_half(row, chunk)), slot);
     };
 #pragma unroll 1
     for (int pass = pass_lo; pass < pass_hi; ++pass) {
@@ -435,10 +438,16 @@ struct Verify {
         // not unrolled: the widening is a few instructions a chunk, and unrolled it costs registers the
         // accumulators need
 #pragma unroll 1
-        for (int c = 0; c < KCopy::CPT; ++c) widen_half(kb + swizzle<QCH>(row, c0 + c * KCopy::TPR), row);
+        for (int c = 0; c < KCopy::CPT; ++c) {
+          const int chunk = c0 + c * KCopy::TPR;
+          widen_half(kb + swizzle<QCH>(row, chunk), row, chunk);
+        }
         if constexpr (!V_IN_K) {
 #pragma unroll 1
-          for (int c = 0; c < VCopy::CPT; ++c) widen_half(vb + swizzle<VCH>(row, c0 + c * VCopy::TPR), row);
+          for (int c = 0; c < VCopy::CPT; ++c) {
+            const int chunk = c0 + c * VCopy::TPR;
+            widen_half(vb + swizzle<VCH>(row, chunk), row, chunk);
+          }
         }
       }
     }

@@ -195,11 +195,13 @@ struct VerifyWg {
   // (FV_MLA_PROD384: 40 / 232, the whole pool: 128 x (168 - 40) = 256 x (232 - 168); ptxas, sm_90a, the compute warps'
   // spills 52-56 / 56-64 bytes (stores / loads) against 96-112 / 128-144 at 224. -DFV_MLA_PROD384_COMPUTE_REGS=224
   // builds v54's split for A/B runs)
-#if !defined(FV_MLA_PROD384_COMPUTE_REGS)
-#define FV_MLA_PROD384_COMPUTE_REGS 232
+#if defined(FV_MLA_PROD384_COMPUTE_REGS)
+  static constexpr int PROD384_COMPUTE_REGS = FV_MLA_PROD384_COMPUTE_REGS;
+#else
+  static constexpr int PROD384_COMPUTE_REGS = 232;
 #endif
   static constexpr int LAUNCH_REGS = PROD384 ? 168 : 128, PROD_REGS = PROD384 ? 40 : 32,
-                       COMPUTE_REGS = PROD384 ? FV_MLA_PROD384_COMPUTE_REGS : 224;
+                       COMPUTE_REGS = PROD384 ? PROD384_COMPUTE_REGS : 224;
   static_assert(!PROD || (THREADS - COMPUTE) * (LAUNCH_REGS - PROD_REGS) >= COMPUTE * (COMPUTE_REGS - LAUNCH_REGS),
                 "the CTA's register pool");
   static constexpr int KT = DQK / 64;                    // SW128 column tiles of a row
@@ -233,7 +235,7 @@ struct VerifyWg {
   // largest; 2^-e in q_fac joins the score scale), and warpgroup 1 widens V into the stage's V tiles while warpgroup 0's
   // S and softmax run; BAR_P, which both warpgroups then sync on, orders that before either P V. So no widening is left
   // on warpgroup 0's chain. Steps holding draft or past-the-end keys (the tail) land and widen as without it (8-byte
-  // copies into each slot's upper half, widened at W) and run S in bf16; Q is split in the prologue, a cp.async group of
+  // copies into one half of each slot, fp8_half, widened at W) and run S in bf16; Q is split in the prologue, a cp.async group of
   // its own, while the first rows land. (An fp16 model's Q has 11 bits: two e4m3 terms would lose three.) H200, GQA 8/1
   // N=8, graph us against the kernel without it (bench/NOTES.md v38, x2 interleaved): P=32K B=16 93.0-93.2 vs 99.8-99.9
   // (16-bit pools 94.2-94.4), B=4 35.0-35.2 vs 37.1, P=4K B=16 27.4-27.8 vs 28.1-28.3. At d256 (v39-v40, its steps in
@@ -312,13 +314,13 @@ struct VerifyWg {
           }
 #pragma unroll
           for (int c = 0; c < KT; ++c)
-            cp_async_8(k_base + c * TILE + wg::sw128_offset(row, c0) + fp8_half(row), k8 + (8 * c + c0) * 8, 8);
+            cp_async_8(k_base + c * TILE + wg::sw128_offset(row, c0) + fp8_half(row, c0), k8 + (8 * c + c0) * 8, 8);
           if constexpr (!MLA) {
             const uint8_t* v8 =
                 static_cast<const uint8_t*>(p.v_pool) + slot * p.v_pool_stride_slot + hk * p.v_pool_stride_head;
 #pragma unroll
             for (int c = 0; c < VT; ++c)
-              cp_async_8(k_base + (KT + c) * TILE + wg::sw128_offset(row, c0) + fp8_half(row), v8 + (8 * c + c0) * 8,
+              cp_async_8(k_base + (KT + c) * TILE + wg::sw128_offset(row, c0) + fp8_half(row, c0), v8 + (8 * c + c0) * 8,
                          8);
           }
           continue;
@@ -390,13 +392,17 @@ struct VerifyWg {
   // c-th access is chunk q_cc(row, c0, c): odd rows take their chunks in the order c ^ 1, so that the 8 lanes of a
   // 16-byte shared access (rows r and r + 1) touch the two halves of a tile row, disjoint bank groups under SW128's
   // XOR; in the same order both rows' chunks c0 + 4 c fall in one half, {0..3} or {4..7}, xor r & 7 or (r & 7) + 1:
-  // one set, a two-way conflict on every copy, read and store of Q (v56; -DFV_Q_ORDER_LINEAR builds that order).
+  // one set, a two-way conflict on every copy, read and store of Q (v56; -DFV_Q_ORDER_LINEAR builds that order). Where
+  // a thread's chunk count is a multiple of 4 (GQA) the odd rows take c ^ 3 instead, which also spreads q_to_e4m3's
+  // 8-byte stores (16 lanes, rows r .. r + 3, each row two adjacent slots) over four distinct slot pairs; with c ^ 1
+  // two rows share a pair (MLA does not take q_to_e4m3).
   static_assert(DQK / 8 / 4 % 2 == 0, "q_cc pairs a thread's Q chunks");
+  static constexpr uint32_t Q_ODD = DQK / 8 / 4 % 4 == 0 ? 3 : 1;
   __device__ static constexpr uint32_t q_cc(uint32_t row, uint32_t c0, uint32_t c) {
 #if defined(FV_Q_ORDER_LINEAR)
     return c0 + 4 * c;
 #else
-    return c0 + 4 * (c ^ (row & 1));
+    return c0 + 4 * (c ^ ((row & 1) ? Q_ODD : 0u));
 #endif
   }
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, int hk = 0) {
@@ -424,7 +430,7 @@ struct VerifyWg {
 #pragma unroll
       for (int c = 0; c < KT + VT; ++c) {  // (GQA: the V tiles after the K tiles)
         uint8_t* slot = k_stage + c * TILE + wg::sw128_offset(row, c0);
-        const uint2 w = *reinterpret_cast<const uint2*>(slot + fp8_half(row));
+        const uint2 w = *reinterpret_cast<const uint2*>(slot + fp8_half(row, c0));
         uint4 o;
         e4m3x4_to<T>(w.x, o.x, o.y);
         e4m3x4_to<T>(w.y, o.z, o.w);
