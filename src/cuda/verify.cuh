@@ -31,6 +31,7 @@
 #include "../common.h"
 #include "../partition.h"
 #include "../plan.h"
+#include "../smem_layout.h"
 #include "../tile_config.h"
 #include "mma.cuh"
 #include "params.cuh"
@@ -65,34 +66,7 @@ cudaError_t launch_with_smem(Kernel kernel, dim3 grid, int threads, std::size_t 
   return cudaGetLastError();
 }
 
-// KV8's 8-byte copies: the half of its 16-byte slot that chunk `chunk` (8 fp8 bytes) of a prefix row lands in, to be
-// widened in place by the thread that copied it: the upper half (bytes 8-15) where row + chunk / 8 is even, else the
-// lower one (v56). A 64-bit shared access is served 16 lanes at a time: in the tiles of 8 threads a row, two rows
-// whose 8 chunks each cover the 8 bank groups of a 128-byte line (rows r and r + 1: opposite halves); with 16 threads a
-// row, one row's chunks c and c + 8, which share a bank group (opposite halves again). With the upper half for every
-// chunk, 16 lanes met 16 banks twice: a two-way conflict on every copy and every widening read. (The kFrag8 tiles'
-// non-compact steps, 4 threads a row, keep a two-way conflict: four rows on four slots.) -DFV_FP8_HALF_UPPER builds
-// the old placement (A/B runs).
-__device__ __forceinline__ uint32_t fp8_half(int row, int chunk) {
-#if defined(FV_FP8_HALF_UPPER)
-  return 8u;
-#else
-  return ((row ^ (chunk >> 3)) & 1) ? 0u : 8u;
-#endif
-}
-
-// Byte offset of 16-byte chunk `chunk` of row `row` in a tile whose rows hold CHUNKS chunks. The chunk
-// index is XOR-ed with bits of the row so that the 8 rows one ldmatrix phase reads fall in 8 different
-// bank groups (rows of 576 bf16 are 1152 bytes: without it every row starts in bank 0).
-template <int CHUNKS>
-__device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
-  int phys;
-  if constexpr (CHUNKS >= 8) phys = chunk ^ (row & 7);
-  else if constexpr (CHUNKS == 4) phys = chunk ^ ((row >> 1) & 3);
-  else if constexpr (CHUNKS == 2) phys = chunk ^ ((row >> 2) & 1);
-  else phys = chunk;
-  return static_cast<uint32_t>((row * CHUNKS + phys) * 16);
-}
+// swizzle (the mma.sync tiles' chunk placement) and fp8_half (KV8's 8-byte copies): smem_layout.h
 
 // The swizzle seen from one lane of an ldmatrix: the lane always addresses rows with the same low bits
 // (its row is a multiple of 8 plus a lane-fixed part) and chunk `c + hi` for an even, compile-time `c`

@@ -125,12 +125,9 @@ struct VerifyWg {
   // times the two patterns alone on an H100: 2141 vs 7600 GB/s of pool bytes. The kernel, H100, graph us (bench/NOTES.md
   // v55, ab-build x2): N=64 B=16 2403-2406 vs 2958, N=8 B=16 326.6-328.9 vs 393.1-394.2, N=8 b1 42.9-43.2 vs 46.2-46.4.
   // -DFV_MLA_RAW_INTERLEAVED builds the old layout (for A/B runs).
-  // RAW_ALT (v56): the half row alternates, the upper one (slots 4 + c0) for even rows and the lower one (slots c0) for
-  // odd rows. A 16-byte shared access is served eight lanes at a time, here two rows' quads (rows r and r + 1 of a
-  // warp, r even: SW128's XOR masks r & 7 and (r & 7) + 1). With the upper half in both rows those two quads read the
-  // same four 16-byte bank groups ({4..7} xor either mask is one set), a two-way conflict on every raw read (36 KB a
-  // step), and so do their cp.async writes; alternating halves gives disjoint bank groups. (The widened stores of
-  // rows r and r + 1 go to the even and the odd slots: no conflict either way.) -DFV_MLA_RAW_UPPER builds v55's layout.
+  // RAW_ALT (v56): the half row alternates, the upper one for even rows and the lower one for odd rows (raw_slot,
+  // smem_layout.h: rows r and r + 1 share a 16-byte access's 8-lane phase, and their upper halves share bank groups
+  // under SW128's XOR). -DFV_MLA_RAW_UPPER builds v55's layout.
 #if defined(FV_MLA_RAW_INTERLEAVED)
   static constexpr bool RAWH = false;
 #else
@@ -141,9 +138,9 @@ struct VerifyWg {
 #else
   static constexpr bool RAW_ALT = RAWH;
 #endif
-  // the SW128 slot that holds a prefix row's raw chunk c0 of a tile (RAWH: in the row's aligned half; else 2 c0 + 1)
+  // the SW128 slot that holds a prefix row's raw chunk c0 of a tile (smem_layout.h)
   __device__ static constexpr uint32_t raw_slot(uint32_t row, uint32_t c0) {
-    return !RAWH ? 2 * c0 + 1 : (RAW_ALT && (row & 1)) ? c0 : 4 + c0;
+    return fv::raw_slot(row, c0, RAWH, RAW_ALT);
   }
 #if defined(FV_MLA_PROD384)
   static constexpr bool PROD384 = true;
@@ -388,22 +385,17 @@ struct VerifyWg {
   }
 
   // Q rows (the compute warps load them): thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (MLA: 18 of
-  // the row's 72; GQA: 4 of 16) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait). Its
-  // c-th access is chunk q_cc(row, c0, c): odd rows take their chunks in the order c ^ 1, so that the 8 lanes of a
-  // 16-byte shared access (rows r and r + 1) touch the two halves of a tile row, disjoint bank groups under SW128's
-  // XOR; in the same order both rows' chunks c0 + 4 c fall in one half, {0..3} or {4..7}, xor r & 7 or (r & 7) + 1:
-  // one set, a two-way conflict on every copy, read and store of Q (v56; -DFV_Q_ORDER_LINEAR builds that order). Where
-  // a thread's chunk count is a multiple of 4 (GQA) the odd rows take c ^ 3 instead, which also spreads q_to_e4m3's
-  // 8-byte stores (16 lanes, rows r .. r + 3, each row two adjacent slots) over four distinct slot pairs; with c ^ 1
-  // two rows share a pair (MLA does not take q_to_e4m3).
+  // the row's 72; GQA: 4 of 16) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait), its
+  // c-th access chunk q_cc(row, c0, c): odd rows in another order (smem_layout.h: against a two-way bank conflict on
+  // every Q copy, read and store; -DFV_Q_ORDER_LINEAR builds the order until v55).
   static_assert(DQK / 8 / 4 % 2 == 0, "q_cc pairs a thread's Q chunks");
-  static constexpr uint32_t Q_ODD = DQK / 8 / 4 % 4 == 0 ? 3 : 1;
-  __device__ static constexpr uint32_t q_cc(uint32_t row, uint32_t c0, uint32_t c) {
 #if defined(FV_Q_ORDER_LINEAR)
-    return c0 + 4 * c;
+  static constexpr uint32_t Q_ODD = 0;
 #else
-    return c0 + 4 * (c ^ ((row & 1) ? Q_ODD : 0u));
+  static constexpr uint32_t Q_ODD = q_odd(DQK / 8 / 4);
 #endif
+  __device__ static constexpr uint32_t q_cc(uint32_t row, uint32_t c0, uint32_t c) {
+    return fv::q_cc(row, c0, c, Q_ODD);
   }
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, int hk = 0) {
     const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;

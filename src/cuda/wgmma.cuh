@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../smem_layout.h"
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FV_HAS_WGMMA 1
 #else
@@ -40,8 +42,8 @@
 namespace fv {
 namespace wg {
 
-// Byte offset of 16-byte chunk `c` (0..7) of row `r` inside an SW128 tile
-__host__ __device__ constexpr uint32_t sw128_offset(uint32_t r, uint32_t c) { return r * 128u + ((c ^ (r & 7u)) << 4); }
+// Byte offset of 16-byte chunk `c` (0..7) of row `r` inside an SW128 tile (smem_layout.h)
+using ::fv::sw128_offset;
 
 // Matrix descriptor: start address, leading / stride byte offsets (all >> 4), 128-byte swizzle (mode 1, bits 62-63)
 __device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_byte_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
