@@ -35,11 +35,12 @@ FV_HD constexpr uint32_t swizzle(int row, int chunk) {
   return static_cast<uint32_t>((row * CHUNKS + phys) * 16);
 }
 
-// KV8's 8-byte copies: the half of its 16-byte slot that chunk `chunk` (8 fp8 bytes) of a prefix row lands in, to be
-// widened in place by the thread that copied it: the upper half (bytes 8-15) where row + chunk / 8 is even, else the
-// lower one (v56). In the tiles of 8 threads a row, a 16-lane phase holds two rows whose 8 chunks each cover the 8
-// bank groups of a 128-byte line (rows r and r + 1: opposite halves); with 16 threads a row, one row's chunks c and
-// c + 8, which share a bank group (opposite halves again). With the upper half for every chunk (alternate = false,
+// KV8's 8-byte copies: the half of its 16-byte slot that a chunk (8 fp8 bytes) of a prefix row lands in, to be
+// widened in place by the thread that copied it. `lane`: the thread's place among its row's threads (TPR of them,
+// which copy chunks lane + TPR c). The upper half (bytes 8-15) where row + lane / 8 is even, else the lower one (v56):
+// in the tiles of 8 threads a row, a 16-lane phase holds two rows whose 8 chunks each cover the 8 bank groups of a
+// 128-byte line (rows r and r + 1: opposite halves); with 16 threads a row, one row's lanes l and l + 8, whose chunks
+// share a bank group (opposite halves again). A thread's half is the same for all its chunks of a row. With the upper half for every chunk (alternate = false,
 // -DFV_FP8_HALF_UPPER: the layout until v55) 16 lanes met 16 banks twice: a two-way conflict on every copy and every
 // widening read. (The kFrag8 tiles' non-compact steps, 4 threads a row, keep a two-way conflict: four rows on four
 // slots.)
@@ -48,9 +49,9 @@ constexpr bool kFp8HalfAlternate = false;
 #else
 constexpr bool kFp8HalfAlternate = true;
 #endif
-FV_HD constexpr uint32_t fp8_half(int row, int chunk, bool alternate = kFp8HalfAlternate) {
+FV_HD constexpr uint32_t fp8_half(int row, int lane, bool alternate = kFp8HalfAlternate) {
   if (!alternate) return 8u;
-  return ((row ^ (chunk >> 3)) & 1) ? 0u : 8u;
+  return ((row ^ (lane >> 3)) & 1) ? 0u : 8u;
 }
 
 // The fp8 MLA producers (verify_wg.cuh, PROD): the SW128 slot that holds raw chunk c0 (0..3: 16 fp8 bytes) of a

@@ -336,13 +336,13 @@ struct Verify {
 #pragma unroll
         for (int c = 0; c < KCopy::CPT; ++c) {
           const int chunk = c0 + c * KCopy::TPR;
-          cp_async_8(k_base + swizzle<QCH>(row, chunk) + fp8_half(row, chunk), k8 + chunk * 8, 8);
+          cp_async_8(k_base + swizzle<QCH>(row, chunk) + fp8_half(row, c0), k8 + chunk * 8, 8);
         }
         if constexpr (!V_IN_K) {
 #pragma unroll
           for (int c = 0; c < VCopy::CPT; ++c) {
             const int chunk = c0 + c * VCopy::TPR;
-            cp_async_8(v_base + swizzle<VCH>(row, chunk) + fp8_half(row, chunk), v8 + chunk * 8, 8);
+            cp_async_8(v_base + swizzle<VCH>(row, chunk) + fp8_half(row, c0), v8 + chunk * 8, 8);
           }
         }
         continue;
@@ -384,8 +384,8 @@ struct Verify {
       *reinterpret_cast<uint4*>(first) = lo;
       *reinterpret_cast<uint4*>(second) = hi;
     };
-    auto widen_half = [&](uint8_t* slot, int row, int chunk) {
-      widen8(*reinterpret_cast<const uint2*>(slot + fp8_half(row, chunk)), slot);
+    auto widen_half = [&](uint8_t* slot, int row) {
+      widen8(*reinterpret_cast<const uint2*>(slot + fp8_half(row, c0)), slot);
     };
 #pragma unroll 1
     for (int pass = pass_lo; pass < pass_hi; ++pass) {
@@ -412,16 +412,10 @@ struct Verify {
         // not unrolled: the widening is a few instructions a chunk, and unrolled it costs registers the
         // accumulators need
 #pragma unroll 1
-        for (int c = 0; c < KCopy::CPT; ++c) {
-          const int chunk = c0 + c * KCopy::TPR;
-          widen_half(kb + swizzle<QCH>(row, chunk), row, chunk);
-        }
+        for (int c = 0; c < KCopy::CPT; ++c) widen_half(kb + swizzle<QCH>(row, c0 + c * KCopy::TPR), row);
         if constexpr (!V_IN_K) {
 #pragma unroll 1
-          for (int c = 0; c < VCopy::CPT; ++c) {
-            const int chunk = c0 + c * VCopy::TPR;
-            widen_half(vb + swizzle<VCH>(row, chunk), row, chunk);
-          }
+          for (int c = 0; c < VCopy::CPT; ++c) widen_half(vb + swizzle<VCH>(row, c0 + c * VCopy::TPR), row);
         }
       }
     }

@@ -175,8 +175,8 @@ TEST(Layout, QE4m3StoresWithoutBankConflicts) {
 }
 
 // KV8's 8-byte copies and widening reads in the mma.sync tiles (verify.cuh issue_rows / widen_fp8: TPR threads a
-// row, thread t: row t / TPR (+ a pass's rows), chunk t % TPR + TPR c, at swizzle<CHUNKS>(row, chunk) + fp8_half) and
-// in the Hopper GQA kernels (verify_wg.cuh issue_rows_of / widen_rows: 8 threads a row, SW128 slot t % 8 of each tile)
+// row, thread t: row t / TPR (+ a pass's rows), chunk t % TPR + TPR c, at swizzle<CHUNKS>(row, chunk) plus
+// fp8_half(row, t % TPR)) and in the Hopper GQA kernels (verify_wg.cuh issue_rows_of / widen_rows: 8 threads a row, SW128 slot t % 8 of each tile)
 template <int CHUNKS>
 int mma_tile_half_extra(int tpr, int threads, bool alternate) {
   int extra = 0;
@@ -185,7 +185,7 @@ int mma_tile_half_extra(int tpr, int threads, bool alternate) {
       std::vector<Access> acc;
       for (int lane = 0; lane < 32; ++lane) {
         const int t = 32 * warp + lane, row = t / tpr, chunk = t % tpr + tpr * c;
-        acc.push_back({uint32_t(lane), fv::swizzle<CHUNKS>(row, chunk) + fv::fp8_half(row, chunk, alternate)});
+        acc.push_back({uint32_t(lane), fv::swizzle<CHUNKS>(row, chunk) + fv::fp8_half(row, t % tpr, alternate)});
       }
       extra += wavefronts(acc, 8) - phases(32, 8);
     }
