@@ -192,8 +192,11 @@ TEST(Wgmma, Fp8MlaProductsWithoutWideningMatchFloat64) {
   std::printf("[ wgmma fp8 P3 ] FV_SEED=%llu S (e4m3, Q in two terms) rel L2 %.2e (worst |err| %.3g); O^T = V^T P^T "
               "(V^T widened in registers) rel L2 %.2e (worst |err| %.3g)\n",
               static_cast<unsigned long long>(fvt::session_seed()), s_rel, s_worst, o_rel, o_worst);
-  // fp32 accumulation of exact products: ~1e-6; any fragment or layout error is O(1)
-  EXPECT_LE(s_rel, 1e-4) << "S = Q K^T on e4m3 wgmma over 576 values (half a fifth tile) is wrong";
+  // O: fp32 accumulation of exact fp16 products, ~1e-7. S: e4m3 wgmma does not accumulate in full fp32: the
+  // DeepSeek-V3 report (arXiv 2412.19437, 3.3.2) found about 14 bits kept on Hopper, and this test's first run
+  // (v56, H200) gave 7.15e-4 for 36 k32 steps (18 a term). A fragment or layout error is O(1) (0.95 with the
+  // offsets swapped in the 16-bit test), so 5e-3 still tells the two apart.
+  EXPECT_LE(s_rel, 5e-3) << "S = Q K^T on e4m3 wgmma over 576 values (half a fifth tile) is wrong";
   EXPECT_LE(o_rel, 1e-4) << "O^T = V^T P^T with V^T from raw e4m3 rows through ldmatrix.trans is wrong";
 }
 
