@@ -37,17 +37,18 @@ FV_HD constexpr uint32_t swizzle(int row, int chunk) {
 
 // KV8's 8-byte copies: the half of its 16-byte slot that a chunk (8 fp8 bytes) of a prefix row lands in, to be
 // widened in place by the thread that copied it. `lane`: the thread's place among its row's threads (TPR of them,
-// which copy chunks lane + TPR c). The upper half (bytes 8-15) where row + lane / 8 is even, else the lower one (v56):
-// in the tiles of 8 threads a row, a 16-lane phase holds two rows whose 8 chunks each cover the 8 bank groups of a
-// 128-byte line (rows r and r + 1: opposite halves); with 16 threads a row, one row's lanes l and l + 8, whose chunks
-// share a bank group (opposite halves again). A thread's half is the same for all its chunks of a row. With the upper half for every chunk (alternate = false,
-// -DFV_FP8_HALF_UPPER: the layout until v55) 16 lanes met 16 banks twice: a two-way conflict on every copy and every
-// widening read. (The kFrag8 tiles' non-compact steps, 4 threads a row, keep a two-way conflict: four rows on four
-// slots.)
-#if defined(FV_FP8_HALF_UPPER)
-constexpr bool kFp8HalfAlternate = false;
-#else
+// which copy chunks lane + TPR c). The kernels' default (alternate = false) is the upper half (bytes 8-15) for every
+// chunk, where 16 lanes of a 64-bit access meet 16 banks twice: in the tiles of 8 threads a row, two rows whose 8
+// chunks each cover the 8 bank groups of a 128-byte line; with 16 threads a row, one row's lanes l and l + 8. That is
+// a two-way conflict on every copy and every widening read. alternate (-DFV_FP8_HALF_ALT, v56): the upper half where
+// row + lane / 8 is even, else the lower one, which removes it (a thread's half is the same for all its chunks of a
+// row; the kFrag8 tiles' non-compact steps, 4 threads a row, keep a two-way conflict: four rows on four slots). Not
+// the default: its one measured row, GQA 8/1 d128 fp8 b1 on an H200 (v56, with the Q order below, 2 reps), came out
+// 21.5-21.7 against 20.8-21.2 us.
+#if defined(FV_FP8_HALF_ALT)
 constexpr bool kFp8HalfAlternate = true;
+#else
+constexpr bool kFp8HalfAlternate = false;
 #endif
 FV_HD constexpr uint32_t fp8_half(int row, int lane, bool alternate = kFp8HalfAlternate) {
   if (!alternate) return 8u;

@@ -387,12 +387,16 @@ struct VerifyWg {
   // Q rows (the compute warps load them): thread (row = tid / 4, c0 = tid % 4) copies chunks c0, c0 + 4, ... (MLA: 18 of
   // the row's 72; GQA: 4 of 16) (F16: q_to_f16 converts the chunks its own thread copied, after its own wait), its
   // c-th access chunk q_cc(row, c0, c): odd rows in another order (smem_layout.h: against a two-way bank conflict on
-  // every Q copy, read and store; -DFV_Q_ORDER_LINEAR builds the order until v55).
+  // every Q copy, read and store; -DFV_Q_ORDER_LINEAR builds the order until v55). MLA only by default: the GQA
+  // kernels keep the linear order unless built with -DFV_GQA_Q_ORDER (v56: not yet measured apart from fp8_half's
+  // placement, with which GQA 8/1 fp8 b1 came out 0.5 us slower on an H200).
   static_assert(DQK / 8 / 4 % 2 == 0, "q_cc pairs a thread's Q chunks");
 #if defined(FV_Q_ORDER_LINEAR)
   static constexpr uint32_t Q_ODD = 0;
-#else
+#elif defined(FV_GQA_Q_ORDER)
   static constexpr uint32_t Q_ODD = q_odd(DQK / 8 / 4);
+#else
+  static constexpr uint32_t Q_ODD = MLA ? q_odd(DQK / 8 / 4) : 0u;
 #endif
   __device__ static constexpr uint32_t q_cc(uint32_t row, uint32_t c0, uint32_t c) {
     return fv::q_cc(row, c0, c, Q_ODD);
