@@ -117,6 +117,24 @@ TEST(Layout, ProducerRawChunksWithoutBankConflicts) {
 // The Hopper kernels' Q: thread t of the 256 compute threads, row t / 4, c0 = t % 4, chunks c0 + 4 c of the row
 // (chunk cc at tile cc / 8, slot cc % 8). A thread visits the same set of chunks in any order; at each step c, the
 // warp's 16-byte copies / reads take one wavefront a phase.
+// the wavefronts over one a phase that the 256 compute threads' accesses to their Q chunks take, step by step of the
+// visit order: at step c, thread t touches chunk cc = q_cc(t / 4, t % 4, c, odd) of row t / 4, `width` bytes at
+// address(row, cc)
+template <class Address>
+int q_extra_wavefronts(int per_thread, uint32_t odd, uint32_t width, Address address) {
+  int extra = 0;
+  for (uint32_t warp = 0; warp < 8; ++warp)
+    for (int c = 0; c < per_thread; ++c) {
+      std::vector<Access> acc;
+      for (uint32_t lane = 0; lane < 32; ++lane) {
+        const uint32_t t = 32 * warp + lane, row = t / 4;
+        acc.push_back({lane, address(row, fv::q_cc(row, t % 4, c, odd))});
+      }
+      extra += wavefronts(acc, width) - phases(32, width);
+    }
+  return extra;
+}
+
 void check_q_order(int dqk, uint32_t odd, bool expect_clean) {
   const int per_thread = dqk / 8 / 4;
   for (uint32_t t = 0; t < 256; ++t) {
@@ -125,16 +143,9 @@ void check_q_order(int dqk, uint32_t odd, bool expect_clean) {
     ASSERT_EQ(seen.size(), size_t(per_thread));
     for (int c = 0; c < per_thread; ++c) EXPECT_TRUE(seen.count(t % 4 + 4 * c)) << "thread " << t << " chunk " << c;
   }
-  int extra = 0;
-  for (uint32_t warp = 0; warp < 8; ++warp)
-    for (int c = 0; c < per_thread; ++c) {
-      std::vector<Access> acc;
-      for (uint32_t lane = 0; lane < 32; ++lane) {
-        const uint32_t t = 32 * warp + lane, row = t / 4, cc = fv::q_cc(row, t % 4, c, odd);
-        acc.push_back({lane, (cc / 8) * 8192 + fv::sw128_offset(row, cc % 8)});
-      }
-      extra += wavefronts(acc, 16) - phases(32, 16);
-    }
+  const int extra = q_extra_wavefronts(per_thread, odd, 16, [](uint32_t row, uint32_t cc) {
+    return (cc / 8) * 8192 + fv::sw128_offset(row, cc % 8);
+  });
   if (expect_clean)
     EXPECT_EQ(extra, 0) << "dqk " << dqk << " odd " << odd;
   else
@@ -156,16 +167,9 @@ TEST(Layout, QE4m3StoresWithoutBankConflicts) {
   for (int dqk : {128, 256}) {
     const int per_thread = dqk / 8 / 4;
     for (uint32_t odd : {fv::q_odd(per_thread), 0u, 1u}) {
-      int extra = 0;
-      for (uint32_t warp = 0; warp < 8; ++warp)
-        for (int c = 0; c < per_thread; ++c) {
-          std::vector<Access> acc;
-          for (uint32_t lane = 0; lane < 32; ++lane) {
-            const uint32_t t = 32 * warp + lane, row = t / 4, cc = fv::q_cc(row, t % 4, c, odd);
-            acc.push_back({lane, (cc / 16) * 8192 + fv::sw128_offset(row, (cc % 16) / 2) + 8 * (cc % 2)});
-          }
-          extra += wavefronts(acc, 8) - phases(32, 8);
-        }
+      const int extra = q_extra_wavefronts(per_thread, odd, 8, [](uint32_t row, uint32_t cc) {
+        return (cc / 16) * 8192 + fv::sw128_offset(row, (cc % 16) / 2) + 8 * (cc % 2);
+      });
       if (odd == 3)
         EXPECT_EQ(extra, 0) << "dqk " << dqk;
       else
