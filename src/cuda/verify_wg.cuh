@@ -43,10 +43,11 @@
 namespace fv {
 
 // KV8: the pool holds fp8 e4m3 bytes (SGLang's uint8 pools): a prefix row's 8 bytes a chunk are copied into one half
-// of the chunk's 16-byte slot (fp8_half, verify.cuh) and widened to T in place by the thread that copied them, before
-// the step's first barrier (as the mma.sync tile does; MLA: during the previous step's P V, kWidenEarly); k_scale scales
-// the prefix scores and v_scale the prefix values (folded into P; the row sums stay unscaled). Draft rows are T as
-// ever. GQA (HD 128 / 256, 2 stages): K and V rows alike; the MLA kernel's producer warpgroups are MLA only.
+// of the chunk's 16-byte slot (fp8_half, smem_layout.h) and widened to T in place by the thread that copied them,
+// before the step's first barrier (as the mma.sync tile does; MLA: during the previous step's P V, kWidenEarly);
+// k_scale scales the prefix scores and v_scale the prefix values (folded into P; the row sums stay unscaled). Draft
+// rows are T as ever. GQA (HD 128 / 256, 2 stages): K and V rows alike; the MLA kernel's producer warpgroups are MLA
+// only.
 //
 // PROD (KV8: verify_wg_kernel_prod, for rows that are 16-byte aligned; the dispatcher checks VerifyParams::kv8_a16,
 // other rows take the kernel above): two producer warpgroups (512 threads) copy every row and widen the fp8 ones, so
