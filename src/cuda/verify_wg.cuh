@@ -51,26 +51,26 @@ namespace fv {
 //
 // PROD (KV8: verify_wg_kernel_prod, for rows that are 16-byte aligned; the dispatcher checks VerifyParams::kv8_a16,
 // other rows take the kernel above): two producer warpgroups (512 threads) copy every row and widen the fp8 ones, so
-// that the compute warpgroups do no copy or widening work. Each producer thread copies one row's 16-byte chunks
-// c0 + 4 i of fp8 bytes (16 values each) into slot 4 + c0 (odd rows: c0) of SW128 tile i (the four threads of a row:
-// an aligned half row, RAWH and RAW_ALT below), and widens them into slots 2 c0 and 2 c0 + 1 once they land.
-// Registers: setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch gives each 128: 2 x 128 x (224 - 128) = 2 x 128 x
-// (128 - 32); the experiment build FV_MLA_PROD384: one producer warpgroup, 384 threads, each producer thread two rows,
-// 40 / 224 registers from a 168-register launch, PV256). The stages change hands through named barriers instead of
-// the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows are in
-// place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY when its S
-// and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after its P V,
-// and they refill tiles 4-7), PFREE (warpgroup 1 is done with the P tile and the rescale factors of the previous
+// that the compute warpgroups do no copy or widening work. Each producer thread copies one row's 16-byte chunks c0 + 4
+// i of fp8 bytes (16 values each) into slot 4 + c0 (odd rows: c0) of SW128 tile i (the four threads of a row: an
+// aligned half row, RAWH and RAW_ALT below), and widens them into slots 2 c0 and 2 c0 + 1 once they land. Registers:
+// setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch gives each 128: 2 x 128 x (224 -
+// 128) = 2 x 128 x (128 - 32); the experiment build FV_MLA_PROD384: one producer warpgroup, 384 threads, each producer
+// thread two rows, 40 / 232 registers from a 168-register launch, PV256). The stages change hands through named
+// barriers instead of the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows
+// are in place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY when
+// its S and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after its P
+// V, and they refill tiles 4-7), PFREE (warpgroup 1 is done with the P tile and the rescale factors of the previous
 // step). Every compute thread takes part in FULL, and warpgroup 1 reaches it only once its P V is done, so the next S
 // never overlaps warpgroup 1's P V and PFREE never waits (a FULL of warpgroup 0 and the producers alone, which would
 // let it, measured even: bench/NOTES.md v25); what the two parts gain is that tiles 0-3 and 8 are refilled during
-// warpgroup 1's P V. The two-part release against one EMPTY a stage (bench/NOTES.md v24, graph us): N=64 B=16 2888
-// vs 3108, N=8 B=16 395 vs 416, N=8 B=2 71-72 vs 75, N=64 b1 203 vs 213, N=8 b1 44.7 vs 45.0. The producer kernel
-// itself (H200, MLA Hq=16 P=32K, graph us) against v20's fp8 kernels (the kernel above up to 8 request row tiles,
-// else a kernel in which warpgroup 1 copied and widened; bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9,
-// B=4 126.5-127.3 vs 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One
-// producer warpgroup (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0
-// vs 81.6); with 16-bit pools, which need no widening, one producer warpgroup measured even and two 13-15% slower.
+// warpgroup 1's P V. The two-part release against one EMPTY a stage (bench/NOTES.md v24, graph us): N=64 B=16 2888 vs
+// 3108, N=8 B=16 395 vs 416, N=8 B=2 71-72 vs 75, N=64 b1 203 vs 213, N=8 b1 44.7 vs 45.0. The producer kernel itself
+// (H200, MLA Hq=16 P=32K, graph us) against v20's fp8 kernels (the kernel above up to 8 request row tiles, else a
+// kernel in which warpgroup 1 copied and widened; bench/NOTES.md v21): N=8 b1 46.0-46.4 vs 48.8-48.9, B=4 126.5-127.3
+// vs 140.2-140.5, B=16 422-425 vs 457-458; N=64 b1 214-217 vs 240, B=16 3172-3205 vs 3443-3461. One producer warpgroup
+// (40 / 232 registers) gained only at many row tiles (N=64 B=16 3345-3350) and lost at B=2 (84.0 vs 81.6); with 16-bit
+// pools, which need no widening, one producer warpgroup measured even and two 13-15% slower.
 //
 // F16 (PROD with a bf16 model): the products run in fp16, whose e4m3 widening is one instruction a pair (bf16's is four:
 // F2FP unpack to f16, two HADD2.F32, F2FP pack). At a segment's start the compute warps turn each Q row into fp16
@@ -651,9 +651,10 @@ struct VerifyWg {
     }
   }
 
-  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step (FV_MLA_PROD384: rows r0 and r0 + 32), c0 = t % 4: chunks c0 + 4 i (i = 0..8)
-  // of the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0 + 1 of SW128 tile i (chunk
-  // c0 + 4 i is copied into slot raw_slot(row, c0): 4 + c0 or c0, RAW_ALT), or chunks c0 + 4 k (k = 0..17) of a draft row's 72
+  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step (FV_MLA_PROD384: rows r0 and r0 + 32), c0 =
+  // t % 4: chunks c0 + 4 i (i = 0..8) of the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0
+  // + 1 of SW128 tile i (chunk c0 + 4 i is copied into slot raw_slot(row, c0): 4 + c0 or c0, RAW_ALT), or chunks c0 + 4
+  // k (k = 0..17) of a draft row's 72
   static constexpr int RAW = DQK / 16 / 4;  // 16-byte fp8 chunks a thread
   __device__ static uint32_t prod_row() { return (threadIdx.x - COMPUTE) / 4; }
 
@@ -811,7 +812,8 @@ struct VerifyWg {
         hw[i] = h;
         lw[i] = __nv_cvt_float2_to_fp8x2(make_float2(x.x - b.x, x.y - b.y), __NV_SATFINITE, __NV_E4M3);
       }
-      const uint32_t cc = q_cc(row, c0, c);  // values 8 cc .. 8 cc + 7: bytes 8 (cc % 2) of chunk (cc % 16) / 2, tile cc / 16
+      // values 8 cc .. 8 cc + 7: bytes 8 (cc % 2) of chunk (cc % 16) / 2, tile cc / 16
+      const uint32_t cc = q_cc(row, c0, c);
       const uint32_t a = q8 + (cc / 16) * TILE + wg::sw128_offset(row, (cc % 16) / 2) + 8 * (cc % 2);
       asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(a), "r"(hw[0] | (hw[1] << 16)), "r"(hw[2] | (hw[3] << 16))
                    : "memory");
