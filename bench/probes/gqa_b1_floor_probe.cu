@@ -28,14 +28,7 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);    \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "probe_check.h"
 
 constexpr int kKeys = 32768, kRowU4 = 16, kRows = 64, kCols = 128, kThreads = 256, kMaxKpc = 256;  // kpc <= 256: G >= 128
 

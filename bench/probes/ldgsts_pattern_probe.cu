@@ -33,14 +33,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);    \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "probe_check.h"
 
 constexpr int kThreads = 256, kStageBytes = 9 * 64 * 128, kStages = 2, kStepBytes = 36864;
 
