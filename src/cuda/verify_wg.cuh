@@ -402,6 +402,11 @@ struct VerifyWg {
   __device__ static constexpr uint32_t q_cc(uint32_t row, uint32_t c0, uint32_t c) {
     return fv::q_cc(row, c0, c, Q_ODD);
   }
+  // 16-byte chunk cc (values 8 cc ..) of Q row `row` (the layout load_q writes and q_to_f16 / q_to_e4m3 read)
+  __device__ static uint32_t q_chunk(uint32_t q_base, uint32_t row, uint32_t cc) {
+    return q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8);
+  }
+
   __device__ static void load_q(const VerifyParams& p, const Seg& s, int m_tile, uint32_t q_base, int hk = 0) {
     const int row = threadIdx.x / 4, c0 = threadIdx.x % 4;
     int bytes;
@@ -409,7 +414,7 @@ struct VerifyWg {
 #pragma unroll
     for (int c = 0; c < DQK / 8 / 4; ++c) {
       const int cc = q_cc(row, c0, c);
-      cp_async_16(q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8), src + cc * 8, bytes);
+      cp_async_16(q_chunk(q_base, row, cc), src + cc * 8, bytes);
     }
   }
 
@@ -740,11 +745,6 @@ struct VerifyWg {
     const uint32_t off0 = wg::sw128_offset(row, c0), off1 = wg::sw128_offset(row, c0 + 4);
 #pragma unroll 2
     for (int k = 0; k < 2 * RAW; ++k) chunk_bf16_to_f16(k_base + (k / 2) * TILE + (k % 2 ? off1 : off0), kd);
-  }
-
-  // 16-byte chunk cc (values 8 cc ..) of Q row `row` (load_q's layout)
-  __device__ static uint32_t q_chunk(uint32_t q_base, uint32_t row, uint32_t cc) {
-    return q_base + (cc / 8) * TILE + wg::sw128_offset(row, cc % 8);
   }
 
   // F16: the compute thread's Q chunks (load_q's mapping; they have landed) into fp16 times 2^e, e putting the
