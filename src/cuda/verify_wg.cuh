@@ -243,6 +243,15 @@ struct VerifyWg {
   // Hence S8E and the threshold in dispatch.cu. Its Q tiles add 16 KB at d128 (~108.5 KB a CTA, still two a
   // multiprocessor); with them the 8-byte copies that go through L1 ran 18-40% slower (v38 call 1: the smaller L1),
   // hence 16-byte rows only. Widening half of V in warpgroup 0 while its S runs measured slower (B=16 101.5).
+  // S8_LO_FIRST (v57): S takes Q's lo term over all k32 steps first, then its hi term, into the one accumulator.
+  // e4m3 wgmma keeps ~14 bits of its sum (the DeepSeek-V3 report, 3.3.2; v56's wgmma test: 7.15e-4 relative L2 for
+  // hi and lo interleaved), and bench/probes/p3_error_sim.py, which aligns each k32 step's products and the
+  // accumulator to their largest exponent, reproduces that; in it, the lo products (~2^-4 of the hi ones) lose
+  // their low bits to an accumulator of S's size when interleaved, and keep them when summed first: GQA 8/1 d128
+  // with scores spread ~6 (sharp softmax), 2.0-2.1e-3 relative L2 against 3.6-4.2e-3 interleaved (naive 1.6e-3: 2x
+  // naive is the tests' bound), d256 2.4-2.5e-3 against 4.0-4.2e-3; the same wgmmas, no registers or FADDs (an fp32
+  // promotion every 2 k32 steps: 2.0-2.6e-3, with a second set of accumulators and their FADDs).
+  // -DFV_S8_INTERLEAVED builds the order until v56.
   // S8E = false: the same kernel without S8 (launch_verify_wg_gqa takes it where p.fp8_s8 is off, so the S8 kernel's
   // code never tests p.fp8_s8). At d256 the S8 kernel runs its e4m3 steps as a phase of their own (S8_LOOPS,
   // run_segment): s8_step is then a compile-time constant in each phase and ptxas keeps the wgmmas pipelined. At d128 the
@@ -1173,6 +1182,7 @@ struct VerifyWg {
         const uint64_t kd0 = wg::desc_sw128(k_base, 16, 1024);
         if (s8_step) {
           const uint64_t q8d = wg::desc_sw128(base + OFF_Q8, 16, 1024);
+#if defined(FV_S8_INTERLEAVED)
 #pragma unroll
           for (int kb = 0; kb < KT8; ++kb)
 #pragma unroll
@@ -1181,6 +1191,18 @@ struct VerifyWg {
               wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_plus(q8d, kb * TILE + 32 * j), kd, kb + j > 0);
               wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_plus(q8d, (KT8 + kb) * TILE + 32 * j), kd, 1);
             }
+#else
+          // Q's lo term over every k32 step first, then its hi term (S8_LO_FIRST above: the accumulator is still
+          // small while the lo products go in)
+#pragma unroll
+          for (int term = 1; term >= 0; --term)
+#pragma unroll
+            for (int kb = 0; kb < KT8; ++kb)
+#pragma unroll
+              for (int j = 0; j < 4; ++j)
+                wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_plus(q8d, (term * KT8 + kb) * TILE + 32 * j),
+                                          wg::desc_plus(kd0, kb * TILE + 32 * j), term == 0 || kb + j > 0);
+#endif
         } else {
 #if defined(FV_DIAG_S_TILES)
           // diagnostic (wrong scores; ab-build timing only): MLA 16-bit pools' S over FV_DIAG_S_TILES of the 9 tiles
