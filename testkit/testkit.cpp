@@ -593,10 +593,18 @@ Comparison compare(const HostProblem& hp, const std::vector<float>& got, const s
         ++c.lse_bad;
         continue;
       }
-      if (!std::isinf(r)) c.lse_max_abs = std::max(c.lse_max_abs, double(std::fabs(g - r)));
+      if (std::isinf(r)) continue;
+      const double err = std::fabs(double(g) - double(r));
+      c.lse_max_abs = std::max(c.lse_max_abs, err);
+      c.lse_worst_ratio = std::max(c.lse_worst_ratio, err / lse_allowed(hp, r));
     }
   }
   return c;
+}
+
+double lse_allowed(const HostProblem& hp, double ref) {
+  const bool e4m3_scores = hp.spec.kv_fp8 && hp.spec.dtype == FV_DTYPE_BF16;
+  return e4m3_scores ? std::max(kLseAbs, kLseRelE4m3 * std::fabs(ref)) : kLseAbs;
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@
 namespace fvg {
 
 constexpr double kMaxRelL2 = 1e-2;   // bf16 / fp16 outputs against the float64 oracle
-constexpr double kMaxLseAbs = 5e-3;  // natural log units
 constexpr double kFloorVsNaive = 1e-3;
 
 // The fast kernel's bound against the naive kernel's error on the same inputs. The fast kernel rounds P to 16
@@ -52,9 +51,10 @@ inline bool check_against_oracle(const fvt::HostProblem& hp, const fvt::Referenc
   EXPECT_LE(c.req_rel_l2, kMaxRelL2) << impl << ": request " << c.worst_req << " alone has rel L2 " << c.req_rel_l2
                                      << " (the batch: " << c.rel_l2 << ")";
   EXPECT_EQ(c.lse_bad, 0) << impl << ": LSE NaN or -inf mismatch in " << c.lse_bad << " rows";
-  EXPECT_LE(c.lse_max_abs, kMaxLseAbs) << impl << ": LSE off by " << c.lse_max_abs;
+  EXPECT_LE(c.lse_worst_ratio, 1.0) << impl << ": LSE off by " << c.lse_max_abs << ", " << c.lse_worst_ratio
+                                    << "x its bound (fvt::lse_allowed)";
   return run.pad_written == 0 && c.nan_count == 0 && c.rel_l2 <= kMaxRelL2 && c.req_rel_l2 <= kMaxRelL2 &&
-         c.lse_bad == 0 && c.lse_max_abs <= kMaxLseAbs;
+         c.lse_bad == 0 && c.lse_worst_ratio <= 1.0;
 }
 
 // Downloads the outputs `dp` holds for problem `hp` (the one it was built with or last uploaded) and checks

@@ -29,7 +29,6 @@ using fvt::HostProblem;
 
 using fvg::check_against_oracle;
 using fvg::check_device_outputs;
-using fvg::kMaxLseAbs;
 using fvg::kMaxRelL2;
 
 int num_cases() {
