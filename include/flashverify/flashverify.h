@@ -190,7 +190,7 @@ typedef struct fv_args {
   int64_t out_stride_token, out_stride_head;
   float* lse; /* optional [T, Hq]: natural-log sum of exp of the scaled scores. With fp8 pools and a bf16
                  model on sm_90 (GQA d128 / d256) prefix scores come from e4m3 wgmma, whose sums keep ~14
-                 bits: the LSE is then within ~2^-10 of |lse| (the outputs stay within 2x the naive
+                 bits: the LSE is then within 2^-9 of |lse| (the outputs stay within 2x the naive
                  kernel's error); FLASHVERIFY_GQA8_S8=0 keeps exact products */
   int64_t lse_stride_token;
 
