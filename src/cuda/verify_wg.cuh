@@ -96,6 +96,9 @@ namespace fv {
 #ifdef FV_GQA8_RING
 #error "FV_GQA8_RING (v32's compile-time switch) is gone: the RING kernels are always built; FLASHVERIFY_GQA8_RING=1 takes them"
 #endif
+#ifdef FV_S8_INTERLEAVED
+#error "FV_S8_INTERLEAVED (v57's A/B switch) is gone: the S8 steps always sum Q's lo term first (S8_LO_FIRST)"
+#endif
 template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2, bool RG = false,
           bool S8E = true>
 struct VerifyWg {
@@ -251,7 +254,8 @@ struct VerifyWg {
   // with scores spread ~6 (sharp softmax), 2.0-2.1e-3 relative L2 against 3.6-4.2e-3 interleaved (naive 1.6e-3: 2x
   // naive is the tests' bound), d256 2.4-2.5e-3 against 4.0-4.2e-3; the same wgmmas, no registers or FADDs (an fp32
   // promotion every 2 k32 steps: 2.0-2.6e-3, with a second set of accumulators and their FADDs).
-  // -DFV_S8_INTERLEAVED builds the order until v56.
+  // The order until v56 (hi and lo a k32 step at a time) measured even in time (h100-v57.txt) and is gone; the wgmma
+  // test (tests/gpu/test_wgmma_fp8.cu) still runs both orders on the same inputs.
   // S8E = false: the same kernel without S8 (launch_verify_wg_gqa takes it where p.fp8_s8 is off, so the S8 kernel's
   // code never tests p.fp8_s8). At d256 the S8 kernel runs its e4m3 steps as a phase of their own (S8_LOOPS,
   // run_segment): s8_step is then a compile-time constant in each phase and ptxas keeps the wgmmas pipelined. At d128 the
@@ -1182,16 +1186,6 @@ struct VerifyWg {
         const uint64_t kd0 = wg::desc_sw128(k_base, 16, 1024);
         if (s8_step) {
           const uint64_t q8d = wg::desc_sw128(base + OFF_Q8, 16, 1024);
-#if defined(FV_S8_INTERLEAVED)
-#pragma unroll
-          for (int kb = 0; kb < KT8; ++kb)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const uint64_t kd = wg::desc_plus(kd0, kb * TILE + 32 * j);
-              wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_plus(q8d, kb * TILE + 32 * j), kd, kb + j > 0);
-              wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_plus(q8d, (KT8 + kb) * TILE + 32 * j), kd, 1);
-            }
-#else
           // Q's lo term over every k32 step first, then its hi term (S8_LO_FIRST above: the accumulator is still
           // small while the lo products go in)
 #pragma unroll
@@ -1202,7 +1196,6 @@ struct VerifyWg {
               for (int j = 0; j < 4; ++j)
                 wg::mma_m64n64k32_e4m3_ss(acc, wg::desc_plus(q8d, (term * KT8 + kb) * TILE + 32 * j),
                                           wg::desc_plus(kd0, kb * TILE + 32 * j), term == 0 || kb + j > 0);
-#endif
         } else {
 #if defined(FV_DIAG_S_TILES)
           // diagnostic (wrong scores; ab-build timing only): MLA 16-bit pools' S over FV_DIAG_S_TILES of the 9 tiles
