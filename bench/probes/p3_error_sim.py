@@ -94,6 +94,31 @@ def rel_l2(x, ref):
     return float(np.sqrt(((x - ref) ** 2).sum() / (ref ** 2).sum()))
 
 
+def q_terms(q):
+    """q_to_e4m3: each row times 2^e with its largest magnitude in [2^7, 2^8), hi = e4m3(x), lo = e4m3(x - hi);
+    returns hi, lo and the rows' factors 2^-e"""
+    e = 7 - np.floor(np.log2(np.abs(q).max(1, keepdims=True)))
+    x = q * np.exp2(e)
+    qh = e4(x)
+    return qh, e4(x - qh), np.exp2(-e)
+
+
+def oracle(q, k8, v8, ks, vs, sm):
+    """float64 attention over the dequantized keys and values"""
+    s_ref = (q @ (k8 * ks).T) * sm
+    p = np.exp(s_ref - s_ref.max(1, keepdims=True))
+    return (p @ (v8 * vs)) / p.sum(1, keepdims=True)
+
+
+def finish(s_raw, qfac, scale, v8, vs, p_round):
+    """the kernels' softmax and P V: scores in log2 units (the rows' factors and `scale` applied), P rounded by
+    p_round (f16 or bf), O in fp32, the output in bf16"""
+    s = (s_raw * qfac * (scale * np.log2(np.e))).astype(np.float32).astype(np.float64)
+    pe = np.exp2(s - s.max(1, keepdims=True)).astype(np.float32).astype(np.float64)
+    o = (p_round(pe) @ v8).astype(np.float32).astype(np.float64)
+    return bf(o * vs / pe.sum(1, keepdims=True))
+
+
 def calibrate(seed, bits_list, lo_first=False):
     rng = np.random.default_rng(seed)
     codes = np.array([c for c in range(256) if (c & 0x7F) != 0x7F], dtype=np.uint8)
@@ -114,28 +139,14 @@ def attention(seed, bits_list, sigma, P=2048, M=64, vs=0.05, promote=0):
     k8 = e4(rng.normal(0, 32, (P, 576)))
     v8 = k8[:, :512]
     sm = 1 / np.sqrt(576)
-    s_ref = (q @ (k8 * ks).T) * sm
-    p = np.exp(s_ref - s_ref.max(1, keepdims=True))
-    ref = (p @ (v8 * vs)) / p.sum(1, keepdims=True)
-
-    def finish(s_raw, qfac):
-        # scores in log2 units, the row's factor 2^-e taken back; P in fp16; O in fp32 then bf16
-        s = (s_raw * qfac * (ks * sm * np.log2(np.e))).astype(np.float32).astype(np.float64)
-        pe = np.exp2(s - s.max(1, keepdims=True)).astype(np.float32).astype(np.float64)
-        o = (f16(pe) @ v8).astype(np.float32).astype(np.float64)
-        return bf(o * vs / pe.sum(1, keepdims=True))
-
-    res = {'today (widened K, exact products)': rel_l2(finish((q @ k8.T).astype(np.float32).astype(np.float64),
-                                                              1.0), ref)}
-    # q_to_e4m3: per-row 2^e with the largest magnitude in [2^7, 2^8), hi = e4m3(x), lo = e4m3(x - hi)
-    mx = np.abs(q).max(1, keepdims=True)
-    e = 7 - np.floor(np.log2(mx))
-    x = q * np.exp2(e)
-    qh = e4(x)
-    ql = e4(x - qh)
+    ref = oracle(q, k8, v8, ks, vs, sm)
+    # P in fp16 (the F16 kernel)
+    res = {'today (widened K, exact products)': rel_l2(
+        finish((q @ k8.T).astype(np.float32).astype(np.float64), 1.0, ks * sm, v8, vs, f16), ref)}
+    qh, ql, qfac = q_terms(q)
     for bits in bits_list:
         res[f'P3, accumulation {bits} bits' if bits else 'P3, exact accumulation'] = rel_l2(
-            finish(s_two_terms(qh, ql, k8, bits, promote), np.exp2(-e)), ref)
+            finish(s_two_terms(qh, ql, k8, bits, promote), qfac, ks * sm, v8, vs, f16), ref)
     return res
 
 
@@ -149,22 +160,13 @@ def gqa_s8(seed, sigma, D, P=2048, M=64, bits=14, vs=0.05):
     k8 = e4(rng.normal(0, 32, (P, D)))
     v8 = e4(rng.normal(0, 32, (P, D)))
     sm = 1 / np.sqrt(D)
-    s_ref = (q @ (k8 * ks).T) * sm
-    p = np.exp(s_ref - s_ref.max(1, keepdims=True))
-    ref = (p @ (v8 * vs)) / p.sum(1, keepdims=True)
+    ref = oracle(q, k8, v8, ks, vs, sm)
     s = (q @ k8.T * ks * sm).astype(np.float32).astype(np.float64)
     pe = np.exp(s - s.max(1, keepdims=True))
     res = {'naive': rel_l2(bf(pe @ (v8 * vs) / pe.sum(1, keepdims=True)), ref)}
-    mx = np.abs(q).max(1, keepdims=True)
-    e = 7 - np.floor(np.log2(mx))
-    x = q * np.exp2(e)
-    qh = e4(x)
-    ql = e4(x - qh)
+    qh, ql, qfac = q_terms(q)
     for name, kw in (('interleaved', {}), ('lo first', {'lo_first': True}), ('promoted every 2', {'promote': 2})):
-        s = (s_two_terms(qh, ql, k8, bits, **kw) * np.exp2(-e) * (ks * sm * np.log2(np.e))).astype(np.float32)
-        pe = np.exp2(s - s.max(1, keepdims=True)).astype(np.float64)
-        o = (bf(pe) @ v8).astype(np.float32).astype(np.float64)
-        res[name] = rel_l2(bf(o * vs / pe.sum(1, keepdims=True)), ref)
+        res[name] = rel_l2(finish(s_two_terms(qh, ql, k8, bits, **kw), qfac, ks * sm, v8, vs, bf), ref)  # P in bf16
     return res
 
 
