@@ -55,8 +55,8 @@ namespace fv {
 // i of fp8 bytes (16 values each) into slot 4 + c0 (odd rows: c0) of SW128 tile i (the four threads of a row: an
 // aligned half row, RAWH and RAW_ALT below), and widens them into slots 2 c0 and 2 c0 + 1 once they land. Registers:
 // setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch gives each 128: 2 x 128 x (224 -
-// 128) = 2 x 128 x (128 - 32); the experiment build FV_MLA_PROD384: one producer warpgroup, 384 threads, each producer
-// thread two rows, 40 / 232 registers from a 168-register launch, PV256). The stages change hands through named
+// 128) = 2 x 128 x (128 - 32); one producer warpgroup with PV256, v54-v58's FV_MLA_PROD384, measured 9-11% slower on
+// the fp8 MLA rows: bench/results/h100-v58.txt, call 2). The stages change hands through named
 // barriers instead of the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows
 // are in place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY when
 // its S and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after its P
@@ -99,6 +99,12 @@ namespace fv {
 #ifdef FV_S8_INTERLEAVED
 #error "FV_S8_INTERLEAVED (v57's A/B switch) is gone: the S8 steps always sum Q's lo term first (S8_LO_FIRST)"
 #endif
+#if defined(FV_MLA_PROD384) || defined(FV_MLA_PROD384_COMPUTE_REGS)
+#error "FV_MLA_PROD384 (v54's experiment build) is gone: 9-11% slower on the fp8 MLA rows (bench/results/h100-v58.txt)"
+#endif
+#if defined(FV_MLA_RAW_INTERLEAVED) || defined(FV_MLA_RAW_UPPER)
+#error "FV_MLA_RAW_INTERLEAVED / FV_MLA_RAW_UPPER (v55 / v56's A/B switches) are gone: the producers' layout is RAWH with RAW_ALT"
+#endif
 template <class T, bool KV8, bool PROD = false, bool F16 = false, int HD = 576, int ST = 2, bool RG = false,
           bool S8E = true>
 struct VerifyWg {
@@ -112,14 +118,6 @@ struct VerifyWg {
   using V = Verify<MLA ? kMlaLarge : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
   using Seg = typename V::Seg;
   using RowIdx = typename V::RowIdx;
-  // FV_MLA_PROD384 (an experiment build, v54; off: measured even or slower): the fp8 MLA producer kernel with one
-  // producer warpgroup (384 threads: each producer thread copies and widens two rows of a step, r and r + 32) instead
-  // of two, so that the launch gives 168 registers a thread and the compute warpgroups can run PV256 (ptxas C7602 at
-  // 512 threads' 128); ptxas (CUDA 13.0, sm_90a) with producers at 40 and compute at 224 registers: 96-112 bytes of
-  // spill stores against the default's 76-96 (at 216 compute registers: 176-188). bench/NOTES.md v54 plan item 2 (P2).
-  // H100, graph us, ab-build x2 with the interleaved raw layout (before RAWH): N=64 B=16 2943.7-2951.6 vs
-  // 2946.7-2948.0, N=8 B=16 396.8-399.3 vs 393.5-394.3, N=8 b1 48.7-48.8 vs 46.5 (bench/NOTES.md v55); not yet
-  // measured with RAWH.
   // RAWH (v55): the producers copy a prefix row's fp8 chunk c0 + 4 i (bytes 16 c0 + 64 i) into SW128 slot 4 + c0 of
   // tile i, so that a row's four threads fill an aligned, contiguous half row, and each reads its raw chunk of a tile
   // before any of the four overwrites it with the widened values (slots 2 c0 and 2 c0 + 1; __syncwarp on the quad).
@@ -128,33 +126,23 @@ struct VerifyWg {
   // 302 M requests, L2 throughput 76%; the bf16 kernel moves 4 sectors a request). bench/probes/ldgsts_pattern_probe.cu
   // times the two patterns alone on an H100: 2141 vs 7600 GB/s of pool bytes. The kernel, H100, graph us (bench/NOTES.md
   // v55, ab-build x2): N=64 B=16 2403-2406 vs 2958, N=8 B=16 326.6-328.9 vs 393.1-394.2, N=8 b1 42.9-43.2 vs 46.2-46.4.
-  // -DFV_MLA_RAW_INTERLEAVED builds the old layout (for A/B runs).
   // RAW_ALT (v56): the half row alternates, the upper one for even rows and the lower one for odd rows (raw_slot,
   // smem_layout.h: rows r and r + 1 share a 16-byte access's 8-lane phase, and their upper halves share bank groups
-  // under SW128's XOR). -DFV_MLA_RAW_UPPER builds v55's layout.
-#if defined(FV_MLA_RAW_INTERLEAVED)
-  static constexpr bool RAWH = false;
-#else
-  static constexpr bool RAWH = true;
-#endif
-#if defined(FV_MLA_RAW_UPPER)
-  static constexpr bool RAW_ALT = false;
-#else
-  static constexpr bool RAW_ALT = RAWH;
-#endif
+  // under SW128's XOR; with v56's Q chunk order, -2.2% at N=64 B=16 on the H200). The A/B switches for the layouts they
+  // replaced (FV_MLA_RAW_INTERLEAVED, FV_MLA_RAW_UPPER) are gone since v58; smem_layout.h keeps every policy for the
+  // bank model's test (tests/cpu/test_layout.cpp).
+  static constexpr bool RAWH = true, RAW_ALT = true;
   // the SW128 slot that holds a prefix row's raw chunk c0 of a tile (smem_layout.h)
   __device__ static constexpr uint32_t raw_slot(uint32_t row, uint32_t c0) {
     return fv::raw_slot(row, c0, RAWH, RAW_ALT);
   }
-#if defined(FV_MLA_PROD384)
-  static constexpr bool PROD384 = true;
-#else
-  static constexpr bool PROD384 = false;
-#endif
-  static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256,
-                       THREADS = PROD ? (PROD384 ? 384 : 512) : COMPUTE;
-  static constexpr int PROD_ROWS = PROD ? 256 / (THREADS - COMPUTE) : 1;  // rows of a step a producer thread copies
-  static_assert(!PROD || PROD_ROWS * (THREADS - COMPUTE) == 4 * BN, "the producers cover a step's rows, 4 threads a row");
+  // PROD: two producer warpgroups, each thread one row of a step (four threads a row). One producer warpgroup of 384
+  // threads, each two rows, so that the launch could give 168 registers and the compute warpgroups PV256 (v54-v58's
+  // FV_MLA_PROD384, 40 / 232 registers), measured 9-11% slower on the fp8 MLA rows with RAWH and RAW_ALT (H100, graph
+  // us: N=64 B=16 2584-2598 vs 2347-2385, N=8 B=16 353-357 vs 321-323, N=8 b1 44.4-45.6 vs 42.7-42.8;
+  // bench/results/h100-v58.txt) and even or slower before them (v55), and is gone.
+  static constexpr int BM = 64, BN = 64, DQK = HD, DV = MLA ? 512 : HD, COMPUTE = 256, THREADS = PROD ? 512 : COMPUTE;
+  static_assert(!PROD || THREADS - COMPUTE == 4 * BN, "the producers cover a step's rows, 4 threads a row");
   // named barriers (0 is __syncthreads): P handoff (both kernels), PROD's stage handoff
   static constexpr int BAR_P = 1, BAR_FULL = 2, BAR_EMPTY = 4, BAR_PFREE = 6, BAR_EMPTY_B = 7, BAR_S = 10;
   static constexpr int BAR_QFAC = 11;  // PROD with F16: the compute warps' Q factors
@@ -182,27 +170,18 @@ struct VerifyWg {
   // -DFV_MLA_QREG=1 on top, measured even or worse: N=8 B=16 284 vs 278, b1 41.2-41.4 vs 40.4-40.8.) GQA d256 with
   // m64n128k16 measured even (H100, v46: 8/1 B=16 205.3-205.7 vs 205.4-205.6 us, 16/2 B=16 382.2-382.4 vs 382.0-382.4,
   // 8/1 b1 31.6-31.8 vs 31.7: memory-bound rows) and is not taken; the fp8 MLA producer kernel cannot (ptxas C7602:
-  // m64n256k16 at its 128-register launch) unless built with FV_MLA_PROD384 (one producer warpgroup, 168 at launch)
+  // m64n256k16 at its 128-register launch; see PROD above for the 384-thread launch that would allow it)
 #if defined(FV_MLA_NO_PV256)
   static constexpr bool PVW = false;
 #else
-  static constexpr bool PVW = MLA && (!KV8 || (PROD && PROD384));
+  static constexpr bool PVW = MLA && !KV8;
 #endif
   static constexpr int BAR_EPI = 9;
   static constexpr uint32_t EPI_ROW = DV * 4 + 32;
   // EMPTY and EMPTY_B (PROD): the producer warpgroups and the one compute warpgroup that releases that part
   static constexpr int EMPTY_THREADS = (THREADS - COMPUTE) + COMPUTE / 2;
-  // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / THREADS (rounded down to 8)
-  // (FV_MLA_PROD384: 40 / 232, the whole pool: 128 x (168 - 40) = 256 x (232 - 168); ptxas, sm_90a, the compute warps'
-  // spills 52-56 / 56-64 bytes (stores / loads) against 96-112 / 128-144 at 224. -DFV_MLA_PROD384_COMPUTE_REGS=224
-  // builds v54's split for A/B runs)
-#if defined(FV_MLA_PROD384_COMPUTE_REGS)
-  static constexpr int PROD384_COMPUTE_REGS = FV_MLA_PROD384_COMPUTE_REGS;
-#else
-  static constexpr int PROD384_COMPUTE_REGS = 232;
-#endif
-  static constexpr int LAUNCH_REGS = PROD384 ? 168 : 128, PROD_REGS = PROD384 ? 40 : 32,
-                       COMPUTE_REGS = PROD384 ? PROD384_COMPUTE_REGS : 224;
+  // PROD's registers a thread (setmaxnreg): the launch gives each 65536 / THREADS
+  static constexpr int LAUNCH_REGS = 128, PROD_REGS = 32, COMPUTE_REGS = 224;
   static_assert(!PROD || (THREADS - COMPUTE) * (LAUNCH_REGS - PROD_REGS) >= COMPUTE * (COMPUTE_REGS - LAUNCH_REGS),
                 "the CTA's register pool");
   static constexpr int KT = DQK / 64;                    // SW128 column tiles of a row
@@ -669,7 +648,7 @@ struct VerifyWg {
     }
   }
 
-  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step (FV_MLA_PROD384: rows r0 and r0 + 32), c0 =
+  // PROD: producer thread t = tid - 256 copies row r0 = t / 4 of each step, c0 =
   // t % 4: chunks c0 + 4 i (i = 0..8) of the row's 36 16-byte chunks of fp8 bytes, which widen to chunks 2 c0 and 2 c0
   // + 1 of SW128 tile i (chunk c0 + 4 i is copied into slot raw_slot(row, c0): 4 + c0 or c0, RAW_ALT), or chunks c0 + 4
   // k (k = 0..17) of a draft row's 72
@@ -867,21 +846,14 @@ struct VerifyWg {
     const uint32_t k_base = smem_addr(smem) + OFF_K;
     __syncthreads();  // (the compute warps' segment start) the previous segment is done with every shared buffer
     const int n = s.k_end - s.k_begin;
-    // f(h, row) for each of the thread's rows of a step: r0 + 64 / PROD_ROWS * h (FV_MLA_PROD384: two, else one)
-    const uint32_t r0 = prod_row();
-    auto each_row = [r0](auto&& f) {
-#pragma unroll
-      for (int h = 0; h < PROD_ROWS; ++h) f(h, r0 + uint32_t(BN / PROD_ROWS) * h);
-    };
-    int64_t idx[PROD_ROWS] = {};
-    auto fetch = [&](int step) { each_row([&](int h, uint32_t r) { idx[h] = fetch8(p, s, step, r); }); };
+    const uint32_t r0 = prod_row();  // the thread's row of each step
+    int64_t idx = 0;                 // its raw index value, a step ahead
+    auto fetch = [&](int step) { idx = fetch8(p, s, step, r0); };
     auto issue = [&](int step, uint32_t base, int part) {
-      each_row([&](int h, uint32_t r) { issue8(p, s, step, idx[h], base, part, r); });
+      issue8(p, s, step, idx, base, part, r0);
       cp_async_commit();
     };
-    auto widen = [&](int step, uint32_t stage, int part) {
-      each_row([&](int, uint32_t r) { widen8(p, s, step, stage, part, r); });
-    };
+    auto widen = [&](int step, uint32_t stage, int part) { widen8(p, s, step, stage, part, r0); };
     if (n > 0) {
       fetch(s.k_begin);
       issue(s.k_begin, k_base, PART_A);
@@ -1466,8 +1438,7 @@ __global__ void __launch_bounds__(256, 1) verify_wg_kernel(const __grid_constant
 #endif
 }
 
-// fp8 pools with 16-byte aligned rows: two producer warpgroups (PROD above; 512 threads; FV_MLA_PROD384: one, 384
-// threads); F16: fp16 products (bf16)
+// fp8 pools with 16-byte aligned rows: two producer warpgroups (PROD above; 512 threads); F16: fp16 products (bf16)
 template <class T, bool F16>
 __global__ void __launch_bounds__(VerifyWg<T, true, true, F16>::THREADS, 1) verify_wg_kernel_prod(const __grid_constant__ VerifyParams p) {
   extern __shared__ __align__(128) uint8_t smem[];

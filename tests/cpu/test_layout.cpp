@@ -56,14 +56,14 @@ TEST(Layout, ModelSeesConflicts) {
 }
 
 // The fp8 MLA producers (verify_wg.cuh, PROD): warp w of the producer warpgroups holds rows 8 w' .. 8 w' + 7 of a
-// step (thread t: row t / 4, chunk c0 = t % 4; FV_MLA_PROD384 also row + 32). For each SW128 tile: the raw chunks'
-// cp.async writes and the widening's reads (16 bytes a lane), then the widened stores (slots 2 c0 and 2 c0 + 1).
-int producer_raw_wavefronts(bool alternate, uint32_t row_offset) {
+// step (thread t: row t / 4, chunk c0 = t % 4). For each SW128 tile: the raw chunks' cp.async writes and the
+// widening's reads (16 bytes a lane), then the widened stores (slots 2 c0 and 2 c0 + 1).
+int producer_raw_wavefronts(bool alternate) {
   int total = 0;
   for (uint32_t warp = 0; warp < 8; ++warp) {
     std::vector<Access> acc;
     for (uint32_t lane = 0; lane < 32; ++lane) {
-      const uint32_t t = 32 * warp + lane, row = (t / 4 + row_offset) % 64, c0 = t % 4;
+      const uint32_t t = 32 * warp + lane, row = t / 4, c0 = t % 4;
       acc.push_back({lane, fv::sw128_offset(row, fv::raw_slot(row, c0, true, alternate))});
     }
     total += wavefronts(acc, 16);
@@ -91,10 +91,8 @@ TEST(Layout, ProducerRawChunksFillAnAlignedHalfRowPerRow) {
 
 TEST(Layout, ProducerRawChunksWithoutBankConflicts) {
   const int best = 8 * phases(32, 16);
-  for (uint32_t row_offset : {0u, 32u}) {  // PROD384's second row of a thread
-    EXPECT_EQ(producer_raw_wavefronts(true, row_offset), best) << "RAW_ALT";
-    EXPECT_EQ(producer_raw_wavefronts(false, row_offset), 2 * best) << "v55's upper half rows: two-way";
-  }
+  EXPECT_EQ(producer_raw_wavefronts(true), best) << "RAW_ALT";
+  EXPECT_EQ(producer_raw_wavefronts(false), 2 * best) << "v55's upper half rows: two-way";
   // the widened stores: slots 2 c0 (then 2 c0 + 1) of rows r, r + 1 are the even and the odd slots
   for (uint32_t hi = 0; hi < 2; ++hi)
     for (uint32_t warp = 0; warp < 8; ++warp) {
