@@ -506,34 +506,50 @@ TEST(Comparison, LseInfinitiesMatchInSign) {
 }
 
 // The LSE bound (fvt::lse_allowed): kLseAbs for every problem; relative to |lse| (kLseRelE4m3) only where scores may
-// come from e4m3 wgmma (fp8 pools with a bf16 model), so a 16-bit or fp16-model problem is held to kLseAbs at any size
+// come from e4m3 wgmma (the S8 kernels: GQA d128 / d256 with fp8 pools and a bf16 model), so any other problem is held
+// to kLseAbs at any |lse|
 TEST(Comparison, LseBoundIsRelativeOnlyForE4m3Scores) {
-  for (int kind = 0; kind < 3; ++kind) {  // bf16 pools; fp8 pools, fp16 model; fp8 pools, bf16 model
-    CaseSpec s = fvt::uniform_spec(false, 2, 1, 64, 2, 5, 1);
+  struct Kind {
+    bool mla;
+    int d, dtype;
+    bool fp8, rel;
+  };
+  const Kind kinds[] = {
+      {false, 128, FV_DTYPE_BF16, false, false},  // 16-bit pools
+      {false, 128, FV_DTYPE_FP16, true, false},   // fp8 pools, fp16 model
+      {false, 128, FV_DTYPE_BF16, true, true},    // fp8 pools, bf16 model: GQA d128
+      {false, 256, FV_DTYPE_BF16, true, true},    // ... d256
+      {false, 64, FV_DTYPE_BF16, true, false},    // ... d64 (no S8 kernel)
+      {true, 0, FV_DTYPE_BF16, true, false},      // ... MLA (exact products)
+  };
+  for (const Kind& k : kinds) {
+    CaseSpec s = fvt::uniform_spec(k.mla, 2, 1, k.d, 2, 5, 1);
     s.want_lse = true;
-    s.dtype = kind == 1 ? FV_DTYPE_FP16 : FV_DTYPE_BF16;
-    s.kv_fp8 = kind > 0;
+    s.dtype = k.dtype;
+    s.kv_fp8 = k.fp8;
     if (s.kv_fp8) s.k_scale = s.v_scale = 1.f;
     const HostProblem hp = fvt::make_problem(s);
+    const std::string what = "mla " + std::to_string(k.mla) + " d " + std::to_string(k.d) + " dtype " +
+                             std::to_string(k.dtype) + " fp8 " + std::to_string(k.fp8);
+    EXPECT_EQ(fvt::lse_allowed(hp, 60.0), k.rel ? 60.0 / 512 : fvt::kLseAbs) << what;
     fvt::Reference ref = oracle(hp);
     ASSERT_EQ(ref.lse.size(), size_t(4));
     const std::vector<float> out(ref.out.begin(), ref.out.end());
-    const bool rel = kind == 2;
     ref.lse = {60.f, -60.f, 1.f, 0.f};
     std::vector<float> lse = ref.lse;
     EXPECT_EQ(fvt::compare(hp, out, lse, ref).lse_worst_ratio, 0.0);
     lse[0] = 60.06f;  // 0.06 at |lse| 60: 0.51 of 60 / 512
     const fvt::Comparison c = fvt::compare(hp, out, lse, ref);
     EXPECT_NEAR(c.lse_max_abs, 0.06, 1e-5);
-    EXPECT_NEAR(c.lse_worst_ratio, rel ? 0.06 / (60.0 / 512) : 0.06 / fvt::kLseAbs, 1e-3) << "kind " << kind;
+    EXPECT_NEAR(c.lse_worst_ratio, k.rel ? 0.06 / (60.0 / 512) : 0.06 / fvt::kLseAbs, 1e-3) << what;
     lse[0] = 60.f;
     lse[1] = -60.13f;  // past 60 / 512 = 0.117: fails in every kind
-    EXPECT_GT(fvt::compare(hp, out, lse, ref).lse_worst_ratio, 1.0) << "kind " << kind;
+    EXPECT_GT(fvt::compare(hp, out, lse, ref).lse_worst_ratio, 1.0) << what;
     lse[1] = -60.f;
     lse[2] = 1.006f;  // at |lse| 1 the absolute bound holds everywhere
-    EXPECT_GT(fvt::compare(hp, out, lse, ref).lse_worst_ratio, 1.0) << "kind " << kind;
+    EXPECT_GT(fvt::compare(hp, out, lse, ref).lse_worst_ratio, 1.0) << what;
     lse[2] = 1.004f;
-    EXPECT_LE(fvt::compare(hp, out, lse, ref).lse_worst_ratio, 1.0) << "kind " << kind;
+    EXPECT_LE(fvt::compare(hp, out, lse, ref).lse_worst_ratio, 1.0) << what;
   }
 }
 
