@@ -1191,8 +1191,21 @@ struct VerifyWg {
         // ---- scale; mask keys past the request and draft keys outside the tree
         const bool tail = (step + 1) * BN > s.plen;
         float mx[2] = {-INFINITY, -INFINITY};
+#if defined(FV_DIAG_NO_SOFTMAX)
+        // diagnostic (wrong outputs; ab-build timing only, v58): the softmax's math left out of every step, the P
+        // stores, barriers and P V kept: what that arithmetic costs warpgroup 0's chain, which hiding it (the seesaw)
+        // could gain. -DFV_DIAG_NO_SOFTMAX=1: exp2 alone (P = S - max; ptxas, sm_90a: the fp8 producer kernel's compute
+        // warps spill 92 / 124 bytes against the default's 96 / 128, the 16-bit MLA kernels 4 / 4 against 0 / 0); =2: no
+        // scale of a prefix step, row maxima or exp2 either (P = S, rescale factors 1; but ptxas then spills 136 / 168
+        // and 96 / 128 in the 16-bit fp8-capable kernels, 0 in the 16-bit-pool one: read its times with that in mind)
+        constexpr int kDiagNoSoftmax = FV_DIAG_NO_SOFTMAX;
+        static_assert(kDiagNoSoftmax == 1 || kDiagNoSoftmax == 2, "FV_DIAG_NO_SOFTMAX: 1 (exp2) or 2 (all the math)");
+#else
+        constexpr int kDiagNoSoftmax = 0;
+#endif
         // KV8: k_scale multiplies the prefix scores (folded into scale_log2_prefix)
-        if (!tail) {
+        if (kDiagNoSoftmax == 2 && !tail) {
+        } else if (!tail) {
           if constexpr (F16 || S8) {  // (S8: a prefix step, whose S took Q times 2^e)
             const float c[2] = {p.scale_log2_prefix * qf[0], p.scale_log2_prefix * qf[1]};
 #pragma unroll
@@ -1217,15 +1230,22 @@ struct VerifyWg {
               acc[4 * j + e] = v;
             }
         }
+        constexpr bool diag_skip = kDiagNoSoftmax == 2, diag_exp = kDiagNoSoftmax > 0;
+        if (!diag_skip)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          mx[0] = fmaxf(mx[0], fmaxf(acc[4 * j], acc[4 * j + 1]));
-          mx[1] = fmaxf(mx[1], fmaxf(acc[4 * j + 2], acc[4 * j + 3]));
-        }
+          for (int j = 0; j < 8; ++j) {
+            mx[0] = fmaxf(mx[0], fmaxf(acc[4 * j], acc[4 * j + 1]));
+            mx[1] = fmaxf(mx[1], fmaxf(acc[4 * j + 2], acc[4 * j + 3]));
+          }
         // ---- online softmax: a row lives in one quad
         float use[2], alpha[2], sum[2] = {0.f, 0.f};
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+          if (diag_skip) {
+            use[h] = 0.f;
+            alpha[h] = 1.f;
+            continue;
+          }
           mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
           mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
           const float m_new = fmaxf(m_run[h], mx[h]);
@@ -1242,8 +1262,10 @@ struct VerifyWg {
           if (it > 0) named_sync(BAR_PFREE);  // warpgroup 1 is done with the previous P and rescale factors
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          const float p0 = exp2_ftz(acc[4 * j] - use[0]), p1 = exp2_ftz(acc[4 * j + 1] - use[0]);
-          const float p2 = exp2_ftz(acc[4 * j + 2] - use[1]), p3 = exp2_ftz(acc[4 * j + 3] - use[1]);
+          const float p0 = diag_exp ? acc[4 * j] - use[0] : exp2_ftz(acc[4 * j] - use[0]);
+          const float p1 = diag_exp ? acc[4 * j + 1] - use[0] : exp2_ftz(acc[4 * j + 1] - use[0]);
+          const float p2 = diag_exp ? acc[4 * j + 2] - use[1] : exp2_ftz(acc[4 * j + 2] - use[1]);
+          const float p3 = diag_exp ? acc[4 * j + 3] - use[1] : exp2_ftz(acc[4 * j + 3] - use[1]);
           sum[0] += p0 + p1;
           sum[1] += p2 + p3;
           uint32_t w0, w1;
