@@ -161,10 +161,10 @@ fv_status run_oracle(const HostProblem& hp, Reference* ref);
 fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<double>* out);
 
 // The LSE output's bound against the oracle: |lse - ref| <= kLseAbs natural-log units, and, for GQA d128 / d256
-// problems with fp8 pools and a bf16 model, <= max(kLseAbs, kLseRelE4m3 |ref|) (the header's stated precision there;
-// until v58 every fp8-pool problem with a bf16 model, MLA's included, whose fp8 kernels multiply exactly widened values
-// and met kLseAbs in v57's run). Those problems may take scores from e4m3 wgmma (the
-// Hopper GQA kernels' S8 steps: verify_wg.cuh), whose accumulation keeps ~14 bits of the running sum each k32 step:
+// problems with fp8 pools and a bf16 model, <= max(kLseAbs, kLseRelE4m3 |ref|), the header's stated precision there.
+// (Until v58 the relative bound covered every fp8-pool problem with a bf16 model; MLA's fp8 kernels multiply exactly
+// widened values and met kLseAbs in v57's run.) Those problems may take scores from e4m3 wgmma (the Hopper GQA
+// kernels' S8 steps: verify_wg.cuh), whose accumulation keeps ~14 bits of the running sum each k32 step:
 // a score carries an error of ~2^-12 of its size, which the outputs shrug off (they stay within 2x the naive kernel's
 // error) but the LSE takes from its largest scores. v57 on an H100 (Fp8.SharpSoftmaxRows: scores spread ~4.7, 512
 // rows, |lse| 8.2-23.2 by the oracle for that run's seed, so a bound of at least 0.016 there): 0.0057 (d128) and

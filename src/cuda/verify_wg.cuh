@@ -55,15 +55,14 @@ namespace fv {
 // i of fp8 bytes (16 values each) into slot 4 + c0 (odd rows: c0) of SW128 tile i (the four threads of a row: an
 // aligned half row, RAWH and RAW_ALT below), and widens them into slots 2 c0 and 2 c0 + 1 once they land. Registers:
 // setmaxnreg gives each producer thread 32 and each compute thread 224 (the launch gives each 128: 2 x 128 x (224 -
-// 128) = 2 x 128 x (128 - 32); one producer warpgroup with PV256, v54-v58's FV_MLA_PROD384, measured 9-11% slower on
-// the fp8 MLA rows: bench/results/h100-v58.txt, call 2). The stages change hands through named
-// barriers instead of the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's rows
-// are in place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY when
-// its S and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after its P
-// V, and they refill tiles 4-7), PFREE (warpgroup 1 is done with the P tile and the rescale factors of the previous
-// step). Every compute thread takes part in FULL, and warpgroup 1 reaches it only once its P V is done, so the next S
-// never overlaps warpgroup 1's P V and PFREE never waits (a FULL of warpgroup 0 and the producers alone, which would
-// let it, measured even: bench/NOTES.md v25); what the two parts gain is that tiles 0-3 and 8 are refilled during
+// 128) = 2 x 128 x (128 - 32); one producer warpgroup instead: see THREADS below). The stages change hands through
+// named barriers instead of the 16-bit kernel's one CTA barrier a step: FULL[stage] (the producers arrive when a step's
+// rows are in place), EMPTY[stage] and EMPTY_B[stage] (a stage is released in two parts: warpgroup 0 arrives at EMPTY
+// when its S and P V no longer read the stage, and the producers refill tiles 0-3 and 8; warpgroup 1 at EMPTY_B after
+// its P V, and they refill tiles 4-7), PFREE (warpgroup 1 is done with the P tile and the rescale factors of the
+// previous step). Every compute thread takes part in FULL, and warpgroup 1 reaches it only once its P V is done, so the
+// next S never overlaps warpgroup 1's P V and PFREE never waits (a FULL of warpgroup 0 and the producers alone, which
+// would let it, measured even: bench/NOTES.md v25); what the two parts gain is that tiles 0-3 and 8 are refilled during
 // warpgroup 1's P V. The two-part release against one EMPTY a stage (bench/NOTES.md v24, graph us): N=64 B=16 2888 vs
 // 3108, N=8 B=16 395 vs 416, N=8 B=2 71-72 vs 75, N=64 b1 203 vs 213, N=8 b1 44.7 vs 45.0. The producer kernel itself
 // (H200, MLA Hq=16 P=32K, graph us) against v20's fp8 kernels (the kernel above up to 8 request row tiles, else a
@@ -1203,8 +1202,10 @@ struct VerifyWg {
 #else
         constexpr int kDiagNoSoftmax = 0;
 #endif
+        constexpr bool diag_skip = kDiagNoSoftmax == 2, diag_exp = kDiagNoSoftmax > 0;
         // KV8: k_scale multiplies the prefix scores (folded into scale_log2_prefix)
-        if (kDiagNoSoftmax == 2 && !tail) {
+        if (diag_skip && !tail) {
+          // (FV_DIAG_NO_SOFTMAX=2: a prefix step's scores unscaled)
         } else if (!tail) {
           if constexpr (F16 || S8) {  // (S8: a prefix step, whose S took Q times 2^e)
             const float c[2] = {p.scale_log2_prefix * qf[0], p.scale_log2_prefix * qf[1]};
@@ -1230,7 +1231,6 @@ struct VerifyWg {
               acc[4 * j + e] = v;
             }
         }
-        constexpr bool diag_skip = kDiagNoSoftmax == 2, diag_exp = kDiagNoSoftmax > 0;
         if (!diag_skip)
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
