@@ -1197,6 +1197,8 @@ struct VerifyWg {
         // warps spill 92 / 124 bytes against the default's 96 / 128, the 16-bit MLA kernels 4 / 4 against 0 / 0); =2: no
         // scale of a prefix step, row maxima or exp2 either (P = S, rescale factors 1; but ptxas then spills 136 / 168
         // and 96 / 128 in the 16-bit fp8-capable kernels, 0 in the 16-bit-pool one: read its times with that in mind)
+        // Measured (H100, bench/NOTES.md v59, graph us): =2 takes 8.5% off fp8 MLA N=64 B=16 (2169 vs 2348-2392),
+        // 7-8% off N=8, 12.6% off 16-bit pools' N=64 B=16; =1 0.8% / 5.7%
         constexpr int kDiagNoSoftmax = FV_DIAG_NO_SOFTMAX;
         static_assert(kDiagNoSoftmax == 1 || kDiagNoSoftmax == 2, "FV_DIAG_NO_SOFTMAX: 1 (exp2) or 2 (all the math)");
 #else
