@@ -57,8 +57,9 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
     const TileConfig& large = kTileConfigs[kMlaLarge];
     const TileConfig& small = kTileConfigs[kMlaSmall];
     // the large config's kernel body is compiled for sm_90 and sm_100 only (tile_config.h)
+    const std::size_t large_bytes = large.smem_bytes() + kVerifyStaticSmem;  // (as fits() counts it)
     const bool large_fits = props.cc_major >= 9 && props.cc_major < 12 && props.large_kernels &&
-                            static_cast<std::size_t>(props.max_smem_per_block) >= large.smem_bytes();
+                            static_cast<std::size_t>(props.max_smem_per_block) >= large_bytes;
     // the Hopper (wgmma) kernel in the large tile's place wherever it applies (an sm_90 device, a library built
     // for sm_90, one KV head): measured 1.3x (b1) to 1.7x (B16) the large tile (H200, bench/NOTES.md v12).
     // FLASHVERIFY_WGMMA=0 keeps the mma.sync tile (benchmark A/B); read per call, like FLASHVERIFY_COMBINE_WPR.
@@ -71,15 +72,15 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
         *status = fail(FV_ERR_UNSUPPORTED,
                        "problem.profile = FV_PROFILE_LARGE_SMEM needs %zu bytes of shared memory per block on "
                        "sm_90/sm_100; this GPU (sm_%d%d) allows %d",
-                       large.smem_bytes(), props.cc_major, props.cc_minor, props.max_smem_per_block);
+                       large_bytes, props.cc_major, props.cc_minor, props.max_smem_per_block);
         return nullptr;
       }
       return &large_or_wg;
     }
     if (p.profile == FV_PROFILE_AUTO && large_fits) return &large_or_wg;
-    if (static_cast<std::size_t>(props.max_smem_per_block) < small.smem_bytes()) {
+    if (static_cast<std::size_t>(props.max_smem_per_block) < small.smem_bytes() + kVerifyStaticSmem) {
       *status = fail(FV_ERR_NO_DEVICE, "the GPU allows %d bytes of shared memory per block; MLA needs %zu",
-                     props.max_smem_per_block, small.smem_bytes());
+                     props.max_smem_per_block, small.smem_bytes() + kVerifyStaticSmem);
       return nullptr;
     }
     return &small;
@@ -151,9 +152,9 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
       *status = fail(FV_ERR_UNSUPPORTED_HEAD_DIM, "no fast kernel for head_dim_qk %d", p.head_dim_qk);
       return nullptr;
   }
-  if (static_cast<std::size_t>(props.max_smem_per_block) < cfg->smem_bytes()) {
+  if (static_cast<std::size_t>(props.max_smem_per_block) < cfg->smem_bytes() + kVerifyStaticSmem) {
     *status = fail(FV_ERR_NO_DEVICE, "the GPU allows %d bytes of shared memory per block; %s needs %zu",
-                   props.max_smem_per_block, cfg->name, cfg->smem_bytes());
+                   props.max_smem_per_block, cfg->name, cfg->smem_bytes() + kVerifyStaticSmem);
     return nullptr;
   }
   return cfg;
@@ -298,8 +299,10 @@ fv_status make_plan(const fv_problem& p, const DeviceProps& props, Plan* plan) {
   }
   if (const char* v = std::getenv("FLASHVERIFY_COMBINE_WPR")) {
     const int w = std::atoi(v);
-    if (w == 1 || w == 2 || w == 4 || w == 8 || w == 16) plan->combine_wpr = w;
-    if (w != 8) plan->combine_block8 = false;
+    if (w == 1 || w == 2 || w == 4 || w == 8 || w == 16) {  // (any other value is ignored)
+      plan->combine_wpr = w;
+      if (w != 8) plan->combine_block8 = false;
+    }
   }
   // 256-column units: where units of 128 columns, a warp each (wpr 1), need more warps than the resident combine
   // blocks hold (MLA Hq16 N8 B16: 8192 units against 264 blocks of 16 warps on the H200), a warp merges 256

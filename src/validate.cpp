@@ -53,11 +53,13 @@ fv_status check_view(const char* fn, const char* name, int64_t stride_row, int64
 }
 
 // The fast kernel moves 16-byte vectors: base pointers 16-byte aligned, strides multiples of 8 elements.
-fv_status check_vec_aligned(const char* fn, const char* name, const void* ptr, int64_t s1, int64_t s2) {
+// (the head stride only where the tensor has more than one head: with one, the kernels multiply it by 0, and the
+// header constrains it only for H > 1)
+fv_status check_vec_aligned(const char* fn, const char* name, const void* ptr, int64_t s1, int64_t s2, int heads) {
   if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
     return fail(FV_ERR_BAD_STRIDE, "%s: args->%s (%p) is not 16-byte aligned, as the fast kernel needs", fn, name,
                 ptr);
-  if (s1 % 8 != 0 || s2 % 8 != 0)
+  if (s1 % 8 != 0 || (heads > 1 && s2 % 8 != 0))
     return fail(FV_ERR_BAD_STRIDE,
                 "%s: args->%s strides (%" PRId64 ", %" PRId64 ") must be multiples of 8 elements for the fast kernel",
                 fn, name, s1, s2);
@@ -215,14 +217,15 @@ fv_status validate_args(const fv_args& a, const char* fn) {
 
   const bool fast = p.device == FV_DEVICE_CUDA && (p.impl == FV_IMPL_AUTO || p.impl == FV_IMPL_FAST);
   if (fast) {
-    FV_TRY(check_vec_aligned(fn, "q", a.q, a.q_stride_token, a.q_stride_head));
-    FV_TRY(check_vec_aligned(fn, "k_draft", a.k_draft, a.k_draft_stride_token, a.k_draft_stride_head));
-    FV_TRY(check_vec_aligned(fn, "v_draft", a.v_draft, a.v_draft_stride_token, a.v_draft_stride_head));
-    FV_TRY(check_vec_aligned(fn, "k_pool", a.k_pool, a.k_pool_stride_slot, a.k_pool_stride_head));
-    FV_TRY(check_vec_aligned(fn, "v_pool", a.v_pool, a.v_pool_stride_slot, a.v_pool_stride_head));
+    FV_TRY(check_vec_aligned(fn, "q", a.q, a.q_stride_token, a.q_stride_head, hq));
+    FV_TRY(check_vec_aligned(fn, "k_draft", a.k_draft, a.k_draft_stride_token, a.k_draft_stride_head, hkv));
+    FV_TRY(check_vec_aligned(fn, "v_draft", a.v_draft, a.v_draft_stride_token, a.v_draft_stride_head, hkv));
+    FV_TRY(check_vec_aligned(fn, "k_pool", a.k_pool, a.k_pool_stride_slot, a.k_pool_stride_head, hkv));
+    FV_TRY(check_vec_aligned(fn, "v_pool", a.v_pool, a.v_pool_stride_slot, a.v_pool_stride_head, hkv));
     // outputs are written two elements at a time
     const int ob = dtype_bytes(out_dtype_of(p));
-    if (reinterpret_cast<uintptr_t>(a.out) % (2 * ob) != 0 || a.out_stride_token % 2 != 0 || a.out_stride_head % 2 != 0)
+    if (reinterpret_cast<uintptr_t>(a.out) % (2 * ob) != 0 || a.out_stride_token % 2 != 0 ||
+        (hq > 1 && a.out_stride_head % 2 != 0))
       return fail(FV_ERR_BAD_STRIDE, "%s: args->out (%p, strides %" PRId64 ", %" PRId64
                   ") must be aligned to two elements for the fast kernel", fn, a.out, a.out_stride_token,
                   a.out_stride_head);

@@ -380,8 +380,10 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   // shared memory (MLA, and GQA tiles without in-register widening) 16-byte pair copies are opt-in
   // (FLASHVERIFY_FP8_PAIRS=1): they measured 1.4% slower than 8-byte copies on GQA 32/8 B=16 (bench/NOTES.md v8).
   static const bool pairs_env = env_is_1("FLASHVERIFY_FP8_PAIRS");
-  p.kv8_a16 = p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && a.k_pool_stride_head % 16 == 0 &&
-              a.v_pool_stride_slot % 16 == 0 && a.v_pool_stride_head % 16 == 0;
+  // (a head stride counts only with more than one KV head: with one it is multiplied by 0)
+  const bool one_kv_head = pb.num_kv_heads == 1;
+  p.kv8_a16 = p.kv_fp8 && a.k_pool_stride_slot % 16 == 0 && (one_kv_head || a.k_pool_stride_head % 16 == 0) &&
+              a.v_pool_stride_slot % 16 == 0 && (one_kv_head || a.v_pool_stride_head % 16 == 0);
   p.kv8_pairs = pairs_env && p.kv8_a16;
   p.mods = a.logit_cap > 0.f || p.window > 0 || p.xai_len > 0 || k_scale != 1.f || v_scale != 1.f || p.kv_fp8;
   // fp8 pools with a bf16 model: the Hopper MLA kernel's producer path multiplies in fp16 (verify_wg.cuh, F16) where

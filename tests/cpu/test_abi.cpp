@@ -470,6 +470,17 @@ TEST(Abi, FastPathArgumentChecksOnCuda) {
   a = good;
   a.q = static_cast<const uint8_t*>(a.q) + 2;
   EXPECT_REJECTED(fv_run(&a, nullptr, 0, nullptr), FV_ERR_BAD_STRIDE, "args->q", "16-byte aligned");
+  // a head stride is constrained only where the tensor has more than one head (the header): MLA's one KV head may
+  // give any (v59: the fast path asked multiples of 8 of it), q's four heads may not
+  a = good;
+  a.k_pool_stride_head = a.v_pool_stride_head = a.k_draft_stride_head = a.v_draft_stride_head = 1;
+  const fv_status one_head = fv_run(&a, nullptr, 0, nullptr);
+  EXPECT_NE(one_head, FV_ERR_BAD_STRIDE) << fv_last_error();
+  EXPECT_NE(one_head, FV_OK);  // (no GPU here: refused later, for the device)
+  a = good;
+  a.q_stride_head += 4;  // 4 heads: still a multiple of 8 elements asked
+  a.q_stride_token += 16;
+  EXPECT_REJECTED(fv_run(&a, nullptr, 0, nullptr), FV_ERR_BAD_STRIDE, "q strides", "multiples of 8");
   // an sm_120-class device has no room for the large MLA tiles
   a = good;
   setenv("FLASHVERIFY_PLAN_DEVICE", "188,101376,102400,12,0", 1);

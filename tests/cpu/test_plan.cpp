@@ -627,6 +627,52 @@ TEST(Plan, CombineWarpsFollowTheExpectedSplitCount) {
   EXPECT_EQ(plan.combine_wpr, 1);
 }
 
+// Whatever tile the planner takes fits the device with the kernels' static shared memory (kVerifyStaticSmem), as
+// fits() and FLASHVERIFY_CONFIG count it (v59: three checks compared the dynamic bytes alone, so a device 1-384
+// bytes short got a tile that failed at launch instead of a clean refusal)
+TEST(Plan, ChosenTileFitsWithTheStaticSharedMemory) {
+  const fv_problem problems[] = {mla_problem(16, 8, 1), gqa_problem(8, 1, 64, 8, 1), gqa_problem(8, 1, 128, 8, 16),
+                                 gqa_problem(8, 1, 256, 8, 16)};
+  const int ccs[][2] = {{8, 0}, {8, 9}, {9, 0}, {12, 0}};
+  int planned = 0, refused = 0;
+  for (const fv_problem& p : problems)
+    for (const auto& cc : ccs)
+      for (int smem = 40000; smem <= 232448; smem += 64) {
+        fv::DeviceProps props{132, smem, 233472, cc[0], cc[1]};
+        props.wg_kernel = props.large_kernels = true;
+        fv::Plan plan;
+        if (fv::make_plan(p, props, &plan) != FV_OK) {
+          ++refused;
+          continue;
+        }
+        ++planned;
+        ASSERT_NE(plan.cfg, nullptr);
+        ASSERT_LE(plan.cfg->smem_bytes() + fv::kVerifyStaticSmem, static_cast<std::size_t>(smem))
+            << plan.cfg->name << " on sm_" << cc[0] << cc[1] << " with " << smem << " bytes a block";
+      }
+  EXPECT_GT(planned, 0);
+  EXPECT_GT(refused, 0);  // (the sweep reaches below the smallest tile)
+}
+
+// An invalid FLASHVERIFY_COMBINE_WPR changes nothing, the 8-warp blocks included (v59: any value but 8 turned them
+// off, MLA Hq16 N8 b1's 512 combine blocks became 256)
+TEST(Plan, InvalidCombineWprChangesNothing) {
+  fv::Plan ref, plan;
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &ref), FV_OK);
+  ASSERT_TRUE(ref.combine_block8);
+  for (const char* v : {"3", "", "abc", "0", "32"}) {
+    const fvt::ScopedEnv bad("FLASHVERIFY_COMBINE_WPR", v);
+    ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &plan), FV_OK);
+    EXPECT_EQ(plan.combine_wpr, ref.combine_wpr) << v;
+    EXPECT_EQ(plan.combine_block8, ref.combine_block8) << v;
+    EXPECT_EQ(plan.combine_blocks, ref.combine_blocks) << v;
+  }
+  const fvt::ScopedEnv valid("FLASHVERIFY_COMBINE_WPR", "4");  // a valid value other than 8: two units a block
+  ASSERT_EQ(fv::make_plan(mla_problem(16, 8, 1), kH200, &plan), FV_OK);
+  EXPECT_EQ(plan.combine_wpr, 4);
+  EXPECT_FALSE(plan.combine_block8);
+}
+
 // 256-column combine units where 128-column units, a warp each, would need a second wave of combine blocks:
 // MLA Hq16 N8 B16 has 16 x 8 x 16 rows x 4 slices = 8192 units against 2 x 132 blocks of 16 warps (4224) on the
 // H200; 4096 units of 256 columns fit one wave (bench/NOTES.md v26). FLASHVERIFY_COMBINE_COLS=128 keeps 128;
