@@ -368,7 +368,8 @@ class Workspace:
         import torch
 
         self.nbytes = int(nbytes)
-        self.buffer = torch.empty(max(self.nbytes, 1), dtype=torch.uint8, device=device or "cuda")
+        self.buffer = torch.empty(max(self.nbytes, 1), dtype=torch.uint8,
+                                  device=device if device is not None else "cuda")  # (device 0 is cuda:0)
 
     @staticmethod
     def required_bytes(*, batch_size: int, max_draft: int, num_q_heads: int, num_kv_heads: int,

@@ -45,7 +45,9 @@ def unexpected_argument(signature: inspect.Signature, arguments: Mapping[str, An
         if param is None:
             return name
         if param.kind is inspect.Parameter.VAR_KEYWORD:
-            extra = [k for k in value if k not in HANDLED and k not in HINTS]
+            # (a handled name that arrives here is not where the backend reads it: it would be dropped, so it
+            # goes to Triton as an unknown one does; hints alone are harmless)
+            extra = [k for k in value if k not in HINTS]
             if extra:
                 return extra[0]
             continue

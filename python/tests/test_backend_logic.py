@@ -345,3 +345,67 @@ def test_workspace_must_be_contiguous_bytes():
     for ws in (torch.empty(1, dtype=torch.uint8).expand(10**6), torch.empty(16, dtype=torch.float32)):
         with pytest.raises(TypeError, match="workspace: expected a contiguous uint8 tensor"):
             _api.run_on_tensors(*([None] * 15), ws, 0.1, 8, True, 1, 0, 0, 0)
+
+
+# v59 review findings: a library that cannot be loaded, a shadow check of an empty call, score modifiers through
+# **kwargs, Workspace(device=0)
+def test_unloadable_library_falls_back_instead_of_raising(B, monkeypatch, tmp_path):
+    # a library file that exists but cannot be dlopen'ed (wrong arch / missing libcudart / truncated)
+    bad = tmp_path / "libflashverify.so"
+    bad.write_bytes(b"not an ELF file")
+    from flashverify import _lib
+    monkeypatch.setattr(_lib, "_LIB", None)
+    monkeypatch.setenv("FLASHVERIFY_LIBRARY", str(bad))
+    be = make_backend(B, monkeypatch)
+    TRITON_CALLS.clear()
+    a = call_args()
+    be._extend_dispatch(**a)  # (v59: OSError escaped from Workspace.required_bytes -> _lib.load())
+    assert len(TRITON_CALLS) == 1
+
+
+def test_shadow_check_of_a_call_without_tokens(B, monkeypatch):
+    # FLASHVERIFY_SHADOW=1 and a target-verify call with 0 draft rows: verify_attention returns at once, then the
+    # shadow comparison reduces over an empty tensor
+    o = torch.empty(0, 16, 512)
+    assert B.shadow_errors(o, o.clone()) == (0.0, 0.0)  # (v59: RuntimeError from r_rows.max())
+
+
+def test_handled_arguments_that_arrive_through_var_keyword_are_not_dropped(B, monkeypatch):
+    # a fork / later SGLang whose extend_attention_fwd takes the score modifiers through **kwargs: the binder files
+    # them under "kwargs", unexpected_argument() calls them handled, and the dispatcher's a.get("sinks") etc. are None
+    import inspect
+    from flashverify._sglang_args import CallBinder
+
+    def fork_extend(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
+                    custom_mask, is_causal, mask_indptr, max_len_extend, k_scale, v_scale, sm_scale=None,
+                    logit_cap=0.0, **kwargs):
+        TRITON_CALLS.append(o_extend)
+        o_extend.fill_(7.0)
+
+    be = make_backend(B, monkeypatch)
+    be._triton_extend = fork_extend
+    be._triton_signature = inspect.signature(fork_extend)
+    be._binder = CallBinder(be._triton_signature)
+    served = []
+
+    def kernel(*args, out, **kw):
+        served.append(kw)
+        out.fill_(3.0)
+
+    monkeypatch.setattr(B, "verify_attention", kernel)
+    monkeypatch.setattr(B.Workspace, "required_bytes", staticmethod(lambda **kw: 1024))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    TRITON_CALLS.clear()
+    sinks = torch.full((16,), 2.0)
+    be._extend_dispatch(**call_args(sinks=sinks, sliding_window_size=8, xai_temperature_len=64))
+    # either Triton serves it, or flashverify gets the modifiers (v59: flashverify served it without them)
+    assert len(TRITON_CALLS) == 1 or (served and served[-1]["sinks"] is not None
+                                      and served[-1]["sliding_window"] == 8)
+
+
+def test_workspace_on_device_index_0_is_allocated_there(monkeypatch):
+    from flashverify._api import Workspace
+    seen = []
+    monkeypatch.setattr(torch, "empty", lambda *a, **kw: seen.append(kw.get("device")) or None)
+    Workspace(1024, device=0)  # required_bytes(device=0) sizes on cuda:0 ...
+    assert seen[-1] == 0  # ... and the buffer goes there (v59: to "cuda", the current device, by `0 or "cuda"`)

@@ -534,3 +534,20 @@ def test_sglang_backend_serves_only_arguments_it_knows():
     assert check(score_mod=lambda s: s) == "score_mod"
     assert check(lse_extend=object()) == "lse_extend"
     assert check(new_flag=1) == "new_flag"  # an argument this version does not know, through **extra
+
+    # a version whose score modifiers arrive through **kwargs: the backend reads them by name and would drop
+    # them there, so they go to Triton like unknown ones (v59); hints alone there do not
+    def fork(q_extend, k_extend, v_extend, o_extend, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
+             custom_mask, is_causal, mask_indptr, max_len_extend, k_scale, v_scale, sm_scale=None, logit_cap=0.0,
+             **kwargs):
+        pass
+
+    fork_sig = inspect.signature(fork)
+    args = [object()] * 9 + [None, True, None, 8, 1.0, 1.0]
+    for extra, want in (({"sinks": object()}, "sinks"), ({"sliding_window_size": 8}, "sliding_window_size"),
+                        ({"config": {"BLOCK_M": 64}}, None), ({}, None)):
+        bound = fork_sig.bind(*args, sm_scale=0.1, **extra)
+        bound.apply_defaults()
+        assert unexpected_argument(fork_sig, bound.arguments) == want, extra
+        binder = CallBinder(fork_sig)
+        assert binder.unexpected(binder.bind(args, dict(sm_scale=0.1, **extra))) == want, extra
