@@ -924,6 +924,34 @@ TEST(Fp8, PoolStridesNotMultiplesOf16Bytes) {
   }
 }
 
+// A tensor with one head may give any head stride (the header constrains it only for H > 1; the kernels multiply it by
+// head 0): every head stride 1 on one KV head (MLA, GQA 8/1, 16-bit and fp8 pools, where the fp8 rows' 16-byte copies
+// now ignore it) and on one query head too (v59: the fast path refused them as strides not multiples of 8)
+TEST(Numerics, OneHeadTensorsTakeAnyHeadStride) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 67;
+  int runs = 0;
+  for (int kind = 0; kind < 6; ++kind) {
+    CaseSpec s = base_case(kind % 2 == 0, seed + kind);
+    if (kind % 2) s.hkv = 1;     // GQA 8/1 d128
+    if (kind >= 4) s.hq = 1;     // one query head as well
+    s.kv_fp8 = kind == 2 || kind == 3;
+    const HostProblem hp = fvt::make_problem(s);
+    fvt::DeviceProblem dp(hp, FV_IMPL_FAST);
+    ASSERT_TRUE(dp.ok()) << dp.error();
+    fv_args a = dp.args();
+    a.k_pool_stride_head = a.v_pool_stride_head = a.k_draft_stride_head = a.v_draft_stride_head = 1;
+    if (hp.spec.hq == 1) a.q_stride_head = a.out_stride_head = 1;
+    dp.poison();
+    ASSERT_EQ(fv_run(&a, dp.workspace(), dp.workspace_bytes(), nullptr), FV_OK) << fv_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    fvt::Comparison c;
+    ASSERT_NO_FATAL_FAILURE(fvg::check_device_outputs(hp, dp, "one-head strides 1, kind " + std::to_string(kind), &c));
+    ++runs;
+  }
+  EXPECT_EQ(runs, 6);
+}
+
 // The 32-row d128 fp8 tiles multiply their compact steps in fp16 (bf16 models too: verify.cuh kF16), two planned
 // steps at a time (kWide); a segment whose count of prefix-only steps is odd, or whose partition starts or ends
 // between the two steps of a pair, takes one step the 16-bit way. Prefixes around multiples of 64 and 128,
