@@ -116,13 +116,16 @@ bool parse(int argc, char** argv, int first, Options* o) {
   return true;
 }
 
-void usage() {
-  std::fprintf(stderr,
+void usage(FILE* to = stderr) {
+  std::fprintf(to,
                "usage: flashverify info\n"
                "       flashverify check [--cases N] [--seed S]\n"
                "       flashverify bench [--suite headline|full|psweep] [--iters N] [--csv FILE] [--graph] "
                "[--no-naive] [--only \"A|B$\"] [--check-indices] [--no-flush] [--flush-read]\n"
                "       flashverify soak [--seconds S] [--seed S] [--report FILE]\n"
+               "       flashverify --help\n"
+               "defaults: check --cases 40; bench --suite headline --iters 30; soak --seconds 600; --seed 0: FV_SEED,\n"
+               "else a fresh one. Every option parses for every command; one a command does not list is ignored\n"
                "exit status: 0 passed; 1 a failed case, check, timing or capture; 2 bad usage; 77 no GPU: nothing\n"
                "measured (bench, soak), or only the CPU oracle's self-consistency checked (check)\n");
 }
@@ -820,6 +823,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
   Options o;
   if (!parse(argc, argv, 2, &o)) {
     usage();
