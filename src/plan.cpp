@@ -29,8 +29,15 @@ int estimate_ctas_per_sm(const TileConfig& cfg, const DeviceProps& props) {
   return std::max(1, std::min({by_smem, by_threads, std::max(1, by_regs)}));
 }
 
+// A CTA's shared memory per block: the configuration's dynamic bytes and the kernels' static ones. Every check against
+// the device's limit counts this (v59: three counted the dynamic bytes alone)
+std::size_t block_smem(const TileConfig& c) { return c.smem_bytes() + kVerifyStaticSmem; }
+bool smem_fits(const TileConfig& c, const DeviceProps& props) {
+  return static_cast<std::size_t>(props.max_smem_per_block) >= block_smem(c);
+}
+
 bool fits(const TileConfig& c, const DeviceProps& props) {
-  if (static_cast<std::size_t>(props.max_smem_per_block) < c.smem_bytes() + kVerifyStaticSmem) return false;
+  if (!smem_fits(c, props)) return false;
   // the Hopper kernels (MLA, GQA d128 / d256): sm_90a machine code, present when the library was built for sm_90
   if (c.id == kMlaWg || c.id == kGqaWg128 || c.id == kGqaWg128S5 || c.id == kGqaWg256)
     return props.wg_kernel && props.cc_major == 9 && props.cc_minor == 0;
@@ -57,9 +64,8 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
     const TileConfig& large = kTileConfigs[kMlaLarge];
     const TileConfig& small = kTileConfigs[kMlaSmall];
     // the large config's kernel body is compiled for sm_90 and sm_100 only (tile_config.h)
-    const std::size_t large_bytes = large.smem_bytes() + kVerifyStaticSmem;  // (as fits() counts it)
-    const bool large_fits = props.cc_major >= 9 && props.cc_major < 12 && props.large_kernels &&
-                            static_cast<std::size_t>(props.max_smem_per_block) >= large_bytes;
+    const bool large_fits =
+        props.cc_major >= 9 && props.cc_major < 12 && props.large_kernels && smem_fits(large, props);
     // the Hopper (wgmma) kernel in the large tile's place wherever it applies (an sm_90 device, a library built
     // for sm_90, one KV head): measured 1.3x (b1) to 1.7x (B16) the large tile (H200, bench/NOTES.md v12).
     // FLASHVERIFY_WGMMA=0 keeps the mma.sync tile (benchmark A/B); read per call, like FLASHVERIFY_COMBINE_WPR.
@@ -72,15 +78,15 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
         *status = fail(FV_ERR_UNSUPPORTED,
                        "problem.profile = FV_PROFILE_LARGE_SMEM needs %zu bytes of shared memory per block on "
                        "sm_90/sm_100; this GPU (sm_%d%d) allows %d",
-                       large_bytes, props.cc_major, props.cc_minor, props.max_smem_per_block);
+                       block_smem(large), props.cc_major, props.cc_minor, props.max_smem_per_block);
         return nullptr;
       }
       return &large_or_wg;
     }
     if (p.profile == FV_PROFILE_AUTO && large_fits) return &large_or_wg;
-    if (static_cast<std::size_t>(props.max_smem_per_block) < small.smem_bytes() + kVerifyStaticSmem) {
+    if (!smem_fits(small, props)) {
       *status = fail(FV_ERR_NO_DEVICE, "the GPU allows %d bytes of shared memory per block; MLA needs %zu",
-                     props.max_smem_per_block, small.smem_bytes() + kVerifyStaticSmem);
+                     props.max_smem_per_block, block_smem(small));
       return nullptr;
     }
     return &small;
@@ -152,9 +158,9 @@ const TileConfig* choose_config(const fv_problem& p, const DeviceProps& props, f
       *status = fail(FV_ERR_UNSUPPORTED_HEAD_DIM, "no fast kernel for head_dim_qk %d", p.head_dim_qk);
       return nullptr;
   }
-  if (static_cast<std::size_t>(props.max_smem_per_block) < cfg->smem_bytes() + kVerifyStaticSmem) {
+  if (!smem_fits(*cfg, props)) {
     *status = fail(FV_ERR_NO_DEVICE, "the GPU allows %d bytes of shared memory per block; %s needs %zu",
-                   props.max_smem_per_block, cfg->name, cfg->smem_bytes() + kVerifyStaticSmem);
+                   props.max_smem_per_block, cfg->name, block_smem(*cfg));
     return nullptr;
   }
   return cfg;
