@@ -19,6 +19,19 @@
 
 namespace fvg {
 
+// device memory freed with its scope (null when the allocation failed)
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
+  }
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
 constexpr double kMaxRelL2 = 1e-2;   // bf16 / fp16 outputs against the float64 oracle
 constexpr double kFloorVsNaive = 1e-3;
 

@@ -28,6 +28,7 @@ namespace {
 using fvt::CaseSpec;
 using fvt::HostProblem;
 using fvt::ScopedEnv;
+using fvg::DevBuf;
 
 CaseSpec base_case(bool mla, uint64_t seed) {
   CaseSpec s;
@@ -52,19 +53,6 @@ CaseSpec paged_parents_case(uint64_t seed, int page_size) {
   s.mask_kind = FV_MASK_PARENTS;
   return s;
 }
-
-// device memory freed with its scope (null when the allocation failed)
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) {
-    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
 
 template <class T>
 bool put_device(const void* dst, int64_t index, T value) {

@@ -157,22 +157,16 @@ TEST(Wgmma, Fp8MlaProductsWithoutWideningMatchFloat64) {
   for (auto& x : p) x = __float2half(0.5f * (u(rng) + 1.f));
 
   // freed on every way out, a failed ASSERT included
-  struct Buffers {
-    void* p[7] = {};
-    ~Buffers() {
-      for (void* x : p) cudaFree(x);
-    }
-  } buf;
-  const size_t sizes[7] = {k.size(), qh.size(), ql.size(), p.size() * sizeof(__half), size_t(kRows) * kKeys * 4,
-                           size_t(kRows) * kDv * 4, 4};
-  for (int i = 0; i < 7; ++i) ASSERT_EQ(cudaMalloc(&buf.p[i], sizes[i]), cudaSuccess);
-  auto* dk = static_cast<uint8_t*>(buf.p[0]);
-  auto* dqh = static_cast<uint8_t*>(buf.p[1]);
-  auto* dql = static_cast<uint8_t*>(buf.p[2]);
-  auto* dp = static_cast<__half*>(buf.p[3]);
-  auto* ds = static_cast<float*>(buf.p[4]);
-  auto* dout = static_cast<float*>(buf.p[5]);
-  auto* dflag = static_cast<int*>(buf.p[6]);
+  fvg::DevBuf bk(k.size()), bqh(qh.size()), bql(ql.size()), bp(p.size() * sizeof(__half)),
+      bs(size_t(kRows) * kKeys * 4), bout(size_t(kRows) * kDv * 4), bflag(4);
+  ASSERT_TRUE(bk.p && bqh.p && bql.p && bp.p && bs.p && bout.p && bflag.p) << "device allocation failed";
+  auto* dk = static_cast<uint8_t*>(bk.p);
+  auto* dqh = static_cast<uint8_t*>(bqh.p);
+  auto* dql = static_cast<uint8_t*>(bql.p);
+  auto* dp = static_cast<__half*>(bp.p);
+  auto* ds = static_cast<float*>(bs.p);
+  auto* dout = static_cast<float*>(bout.p);
+  auto* dflag = static_cast<int*>(bflag.p);
   cudaMemcpy(dk, k.data(), k.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dqh, qh.data(), qh.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dql, ql.data(), ql.size(), cudaMemcpyHostToDevice);
