@@ -39,9 +39,10 @@ namespace {
 using fvt::CaseSpec;
 using fvt::HostProblem;
 
-// Ceilings measured on the H200 this project benchmarks on (../shared/BASELINE.md): mma.sync bf16 from
-// registers. The copy ceiling is measured again at the start of every bench run.
-constexpr double kMmaSyncTflops = 637.0;
+// The mma.sync bf16 ceiling measured on the H200 this project benchmarks on (../shared/BASELINE.md: 132 SMs at
+// 1980 MHz). The bench scales it by SM count and clock on other sm_90 parts and shows no fraction elsewhere (a
+// figure of another architecture would mean nothing). The copy ceiling is measured at the start of every bench run.
+constexpr double kMmaSyncTflopsH200 = 637.0;
 
 struct Options {
   int cases = 40;
@@ -444,6 +445,13 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
   return v;
 }
 
+// The median of `t` (sorted here); an even count takes the mean of its two middle values
+double median_of(std::vector<float>& t) {
+  std::sort(t.begin(), t.end());
+  const size_t n = t.size();
+  return n % 2 ? t[n / 2] : 0.5 * (double(t[n / 2 - 1]) + double(t[n / 2]));
+}
+
 double measure_copy_gbps() {
   const size_t bytes = size_t(1) << 30;
   void *a = nullptr, *b = nullptr;
@@ -462,12 +470,12 @@ double measure_copy_gbps() {
     cudaEventElapsedTime(&ms, e0, e1);
     if (i >= 2) t.push_back(ms);
   }
-  std::sort(t.begin(), t.end());
   cudaFree(a);
   cudaFree(b);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  return 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e9;
+  const double ms = median_of(t);
+  return ms > 0 ? 2.0 * bytes / (ms * 1e-3) / 1e9 : 0;
 }
 
 // The bench's L2 flush before each timed run: `bytes` (0: none) of `buf` memset (default) or read (--flush-read:
@@ -476,14 +484,18 @@ struct L2Flush {
   void* buf = nullptr;
   size_t bytes = 0;
   bool read = false;
-  void run(int i, cudaStream_t s) const {
+  // false when the flush could not be enqueued (the timing that follows would be of warm caches: a failure)
+  bool run(int i, cudaStream_t s) const {
     // no flush (--no-flush): a 200 us spin instead, so that the timed interval does not hold the host's enqueue
     // (with an idle GPU, e0 fired at once and the interval included validation, planning and the launches; until v54)
-    if (bytes == 0) return gpu_spin(200000, s);
-    if (read)
+    if (bytes == 0) {
+      gpu_spin(200000, s);
+    } else if (read) {
       l2_read_flush(buf, bytes, reinterpret_cast<unsigned*>(static_cast<char*>(buf) + bytes), s);
-    else
-      cudaMemsetAsync(buf, i & 0xff, bytes, s);
+    } else if (cudaMemsetAsync(buf, i & 0xff, bytes, s) != cudaSuccess) {
+      return false;
+    }
+    return cudaPeekAtLastError() == cudaSuccess;
   }
 };
 
@@ -498,7 +510,7 @@ double time_median_us(const std::function<bool(cudaStream_t)>& launch, int iters
   for (int i = 0; i < 3; ++i) ok &= launch(s);  // warm-up: module load, attribute setup
   std::vector<float> t;
   for (int i = 0; ok && i < iters; ++i) {
-    flush.run(i, s);
+    ok &= flush.run(i, s);
     cudaEventRecord(e0, s);
     ok &= launch(s);
     cudaEventRecord(e1, s);
@@ -509,8 +521,7 @@ double time_median_us(const std::function<bool(cudaStream_t)>& launch, int iters
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   if (!ok || t.empty()) return -1;
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_of(t);
 }
 
 // Relative L2 error of outputs against a reference, accumulated element by element: infinite when either side has
@@ -581,27 +592,46 @@ bool only_matches(const std::string& name, const std::string& only) {
 
 int cmd_bench(const Options& o) {
   // a pattern that selects nothing is a mistake in the command (a regex group such as "p(16|32)k" is two plain
-  // alternatives here), not an empty table to pass on: say so before anything else, with or without a GPU
+  // alternatives here), not an empty table to pass on: say so before anything else, with or without a GPU. So is
+  // one alternative that selects nothing (a typo in one row of an A/B query would drop that row silently)
   const std::vector<BenchCase> cases = bench_cases(o.suite);
-  if (std::none_of(cases.begin(), cases.end(), [&](const BenchCase& bc) { return only_matches(bc.name, o.only); })) {
-    std::fprintf(stderr, "bench: --only \"%s\" selects none of the %zu cases of --suite %s (alternatives are "
-                 "'|'-separated plain substrings of a case name, '$' anchors one at the end)\n",
-                 o.only.c_str(), cases.size(), o.suite.c_str());
-    return 2;
+  std::vector<std::string> alternatives;  // (an empty --only: one empty alternative, which selects every case)
+  for (size_t from = 0;;) {
+    const size_t bar = o.only.find('|', from);
+    alternatives.push_back(o.only.substr(from, bar == std::string::npos ? std::string::npos : bar - from));
+    if (bar == std::string::npos) break;
+    from = bar + 1;
+  }
+  for (const std::string& alt : alternatives) {
+    if (std::none_of(cases.begin(), cases.end(), [&](const BenchCase& bc) { return only_matches(bc.name, alt); })) {
+      std::fprintf(stderr, "bench: --only \"%s\": \"%s\" selects none of the %zu cases of --suite %s (alternatives "
+                   "are '|'-separated plain substrings of a case name, '$' anchors one at the end)\n",
+                   o.only.c_str(), alt.c_str(), cases.size(), o.suite.c_str());
+      return 2;
+    }
   }
   const std::string why = fvt::gpu_unavailable_reason();
   if (!why.empty()) {
     std::printf("bench SKIPPED: %s\n", why.c_str());
     return 77;  // (a skip, not a pass: nothing was measured)
   }
-  int clock = 0, mclock = 0;
+  int clock = 0, mclock = 0, sms = 0, major = 0, minor = 0;
   cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, 0);
   cudaDeviceGetAttribute(&mclock, cudaDevAttrMemoryClockRate, 0);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  const double mma_tflops = major == 9 && minor == 0 ? kMmaSyncTflopsH200 * (sms / 132.0) * (clock / 1.98e6) : 0;
+  auto pct_mma = [&](double tflops) { return mma_tflops > 0 ? 100 * tflops / mma_tflops : 0.0; };
   const double copy_gbps = measure_copy_gbps();
   std::printf("%s\nGPU: %s, SM clock %d MHz, memory clock %d MHz\n", fv_build_info(), fvt::gpu_name().c_str(),
               clock / 1000, mclock / 1000);
-  std::printf("ceilings: copy %.0f GB/s (measured now, read + write), mma.sync bf16 %.0f TFLOP/s (BASELINE.md)\n",
-              copy_gbps, kMmaSyncTflops);
+  if (mma_tflops > 0)
+    std::printf("ceilings: copy %.0f GB/s (measured now, read + write), mma.sync bf16 %.0f TFLOP/s (BASELINE.md's H200 "
+                "figure, %.0f, scaled to %d SMs at %d MHz)\n", copy_gbps, mma_tflops, kMmaSyncTflopsH200, sms, clock / 1000);
+  else
+    std::printf("ceilings: copy %.0f GB/s (measured now, read + write); mma.sync: none known for sm_%d%d (%% mma.sync "
+                "shows 0)\n", copy_gbps, major, minor);
   std::printf("GB/s: prefix KV read, counted at 2 bytes an element (fp8 pools: bf16-equivalent); %% copy: the bytes "
               "actually read (fp8: half); check: the timed kernel's output against the naive kernel, or where that "
               "costs too much against the oracle on request 0 for the q heads it affords\n");
@@ -618,8 +648,13 @@ int cmd_bench(const Options& o) {
               o.graph ? "; also replayed from a CUDA graph" : "");
   flush.bytes = flush_l2 ? size_t(512) << 20 : 0;
   if (flush.bytes > 0) {
-    cudaMalloc(&flush.buf, flush.bytes + 256);  // (+ the read flush's sink word)
-    if (flush.read) cudaMemset(flush.buf, 0, flush.bytes + 256);  // the read flush's buffer is zeroed once
+    // (+ the read flush's sink word; the read flush's buffer is zeroed once)
+    if (cudaMalloc(&flush.buf, flush.bytes + 256) != cudaSuccess ||
+        (flush.read && cudaMemset(flush.buf, 0, flush.bytes + 256) != cudaSuccess)) {
+      std::printf("bench: FAILED: cannot allocate the L2 flush's %zu MB: %s\n", flush.bytes >> 20,
+                  cudaGetErrorString(cudaGetLastError()));
+      return 1;
+    }
   }
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -670,8 +705,9 @@ int cmd_bench(const Options& o) {
       ++failed;
       continue;
     }
-    std::vector<float> out_fast, lse_dummy;
-    if (!fast.download(&out_fast, &lse_dummy, nullptr)) {
+    std::vector<float> out_fast, lse_dummy, lse_fast;
+    std::vector<uint8_t> raw_fast;
+    if (!fast.download(&out_fast, &lse_fast, &raw_fast)) {
       std::printf("%s: FAILED: downloading the fast kernel's output\n", bc.name.c_str());
       ++failed;
       continue;
@@ -722,6 +758,26 @@ int cmd_bench(const Options& o) {
       failed += !case_failed;
       case_failed = true;
     };
+    // The timed paths other than the checked call (the graph replays, the checked-indices calls) are checked too:
+    // outputs poisoned, one more call, its output and LSE bit-identical to the first call's (the kernels are
+    // deterministic). Empty when they are, else what differed.
+    auto same_as_first = [&](const std::function<bool(cudaStream_t)>& launch) -> std::string {
+      fast.poison();
+      if (cudaDeviceSynchronize() != cudaSuccess || !launch(s) || cudaStreamSynchronize(s) != cudaSuccess)
+        return "the call failed";
+      std::vector<float> out2, lse2;
+      std::vector<uint8_t> raw2;
+      if (!fast.download(&out2, &lse2, &raw2)) return "downloading its output failed";
+      if (raw2 != raw_fast) {
+        RelL2 d;
+        for (size_t e = 0; e < out2.size() && e < out_fast.size(); ++e) d.add(out2[e], out_fast[e]);
+        return "its output differs from the first call's (relative L2 " + std::to_string(d.value()) + ")";
+      }
+      if (lse2.size() != lse_fast.size() ||
+          (!lse2.empty() && std::memcmp(lse2.data(), lse_fast.data(), lse2.size() * sizeof(float)) != 0))
+        return "its LSE differs from the first call's";
+      return "";
+    };
     if (o.graph) {
       cudaGraph_t g = nullptr;
       cudaGraphExec_t ge = nullptr;
@@ -735,6 +791,9 @@ int cmd_bench(const Options& o) {
       if (!(r.graph_us > 0)) {
         fail_case("the CUDA-graph replay");
         r.graph_us = 0;
+      } else {
+        const std::string diff = same_as_first([&](cudaStream_t st2) { return cudaGraphLaunch(ge, st2) == cudaSuccess; });
+        if (!diff.empty()) fail_case(("the CUDA-graph replay: " + diff).c_str());
       }
       if (ge) cudaGraphExecDestroy(ge);
       if (g) cudaGraphDestroy(g);
@@ -745,15 +804,25 @@ int cmd_bench(const Options& o) {
       r.check_mode_us = time_median_us(
           [&](cudaStream_t st2) { return fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2) == FV_OK; },
           o.iters, flush, s);
-      if (r.check_mode_us > 0)
+      if (r.check_mode_us > 0) {
         std::printf("check-indices: %s: %.1f us with FV_FLAG_CHECK_INDICES vs %.1f us without (+%.1f us)\n",
                     bc.name.c_str(), r.check_mode_us, r.us, r.check_mode_us - r.us);
-      else
+        const std::string diff = same_as_first([&](cudaStream_t st2) {
+          return fv_run(&checked, fast.workspace(), fast.workspace_bytes(), st2) == FV_OK;
+        });
+        if (!diff.empty()) fail_case(("the call with FV_FLAG_CHECK_INDICES: " + diff).c_str());
+      } else {
         fail_case("timing with FV_FLAG_CHECK_INDICES");
+      }
     }
-    if (naive && o.naive)
-      r.naive_us = std::max(0.0, time_median_us([&](cudaStream_t st2) { return naive->run(st2) == FV_OK; },
-                                                std::max(3, o.iters / 5), flush, s));
+    if (naive && o.naive) {
+      r.naive_us = time_median_us([&](cudaStream_t st2) { return naive->run(st2) == FV_OK; },
+                                  std::max(3, o.iters / 5), flush, s);
+      if (!(r.naive_us > 0)) {
+        fail_case("timing the naive kernel");
+        r.naive_us = 0;
+      }
+    }
     r.gbs = hp.kv_bytes / (r.us * 1e-6) / 1e9;
     // (GB/s is of bf16-equivalent KV; % copy of the bytes read, half of those for an fp8 pool)
     r.pct_copy = 100 * r.gbs * (bc.spec.kv_fp8 ? 0.5 : 1.0) / copy_gbps;
@@ -764,7 +833,7 @@ int cmd_bench(const Options& o) {
     if (csv)
       std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,\"%s\",%.3e,\"%s\",%.2f\n", r.name.c_str(),
                    r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, r.pct_copy,
-                   100 * r.tflops / kMmaSyncTflops, r.naive_us, r.naive_us > 0 ? r.naive_us / r.us : 0,
+                   pct_mma(r.tflops), r.naive_us, r.naive_us > 0 ? r.naive_us / r.us : 0,
                    r.check.c_str(), r.rel, r.target.c_str(), r.check_mode_us);
   }
   if (csv) std::fclose(csv);
@@ -773,7 +842,7 @@ int cmd_bench(const Options& o) {
   for (const Row& r : rows)
     std::printf("| %s | %s | %.1f | %s | %.0f | %.1f | %.0f | %.0f | %s | %s | %s (%.1e) | %s |\n", r.name.c_str(),
                 r.config.c_str(), r.us, r.graph_us > 0 ? std::to_string(r.graph_us).substr(0, 6).c_str() : "–", r.gbs,
-                r.tflops, r.pct_copy, 100 * r.tflops / kMmaSyncTflops,
+                r.tflops, r.pct_copy, pct_mma(r.tflops),
                 r.naive_us > 0 ? std::to_string(static_cast<int>(r.naive_us)).c_str() : "–",
                 r.naive_us > 0 ? (std::to_string(static_cast<int>(r.naive_us / r.us)) + "x").c_str() : "–",
                 r.check.c_str(), r.rel, r.target.c_str());

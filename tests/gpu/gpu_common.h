@@ -6,15 +6,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "testkit.h"
 
-#define REQUIRE_GPU()                                                   \
-  do {                                                                  \
-    const std::string why_ = fvt::gpu_unavailable_reason();             \
-    if (!why_.empty()) GTEST_SKIP() << "no GPU: " << why_;             \
+// No usable GPU: the test is skipped, and says why. Where one must be there (FV_REQUIRE_GPU=1: scripts/device-check
+// on the GPU machine, where a driver / runtime mismatch would otherwise turn every test into a skip and the run
+// into a pass), it fails instead.
+#define REQUIRE_GPU()                                                                     \
+  do {                                                                                    \
+    const std::string why_ = fvt::gpu_unavailable_reason();                               \
+    if (!why_.empty()) {                                                                  \
+      const char* req_ = std::getenv("FV_REQUIRE_GPU");                                   \
+      if (req_ != nullptr && std::string(req_) == "1") FAIL() << "no GPU (FV_REQUIRE_GPU=1): " << why_; \
+      GTEST_SKIP() << "no GPU: " << why_;                                                 \
+    }                                                                                     \
   } while (0)
 
 namespace fvg {
