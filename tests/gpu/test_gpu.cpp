@@ -463,5 +463,8 @@ TEST(Edges, LongPrefixesAndLargeTrees) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // every suite draws from this seed: printed first, so that any failure (filtered and sanitizer runs included) can
+  // be rerun with FV_SEED
+  std::printf("[ session  ] FV_SEED=%llu\n", static_cast<unsigned long long>(fvt::session_seed()));
   return RUN_ALL_TESTS();
 }
