@@ -673,6 +673,7 @@ int cmd_bench(const Options& o) {
   };
   std::vector<Row> rows;
   int done = 0, failed = 0;
+  std::vector<std::string> skipped;  // selected, not measured (inputs too large for the host): named at the end
   for (const BenchCase& bc : cases) {
     ++done;
     if (!only_matches(bc.name, o.only)) continue;
@@ -683,6 +684,7 @@ int cmd_bench(const Options& o) {
       hp = fvt::make_problem(bc.spec);
     } catch (const std::bad_alloc&) {
       std::printf("%s: skipped: its inputs do not fit in host memory\n", bc.name.c_str());
+      skipped.push_back(bc.name);
       continue;
     }
     fvt::DeviceProblem fast(hp, FV_IMPL_FAST);
@@ -880,6 +882,11 @@ int cmd_bench(const Options& o) {
   }
   cudaFree(flush.buf);
   cudaStreamDestroy(s);
+  if (!skipped.empty()) {
+    std::printf("bench: %zu selected case(s) SKIPPED, not measured (inputs too large for this host):", skipped.size());
+    for (const std::string& n : skipped) std::printf(" \"%s\"", n.c_str());
+    std::printf("\n");
+  }
   if (failed) std::printf("bench: %d case(s) FAILED (above)\n", failed);
   return failed ? 1 : 0;
 }
