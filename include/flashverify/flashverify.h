@@ -249,7 +249,11 @@ typedef struct fv_args {
                                   (rows P_b + N_b wide) otherwise */
   float k_scale;               /* prefix scores are multiplied by k_scale (SGLang's KV-cache scale);
                                   0 means 1 */
-  float v_scale;               /* prefix values are multiplied by v_scale; 0 means 1 */
+  float v_scale;               /* prefix values are multiplied by v_scale; 0 means 1. The fast kernel folds it
+                                  into the softmax weights P, which an fp16 model holds in fp16: there it enters
+                                  as v_scale 2^-s on prefix keys, 2^-s on draft keys and 2^s on the output (s a
+                                  power-of-two exponent keeping both in fp16's range), so any |v_scale| in
+                                  [2^-15, 2^29] keeps fp16's precision; beyond, small weights lose bits */
 } fv_args;
 
 /* Fills defaults: CUDA, AUTO impl, dtype unset (0), mask BYTES, token slots, page_size 1, auto splits. */

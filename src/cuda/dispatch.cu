@@ -412,6 +412,22 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
     p.f16_p_draft = std::ldexp(1.f, -kd_log2 - sigma);
     p.f16_out = std::ldexp(1.f, sigma);
   }
+  // fp16 models: P is fp16 too (normal from 2^-14, finite up to 65504), and v_scale folded into it as it stands
+  // overflowed (|v_scale| >= 65520: Inf and NaN outputs) or pushed the prefix P into fp16's subnormals (|v_scale| =
+  // 1e-4: most prefix terms kept a few bits; found by a review in v60). So the kernels that fold v_scale into an fp16 P
+  // take it as the bf16 route's fp16 products do: prefix P times f16_p_prefix = v_scale 2^-sigma, draft P times
+  // f16_p_draft = 2^-sigma, the output times f16_out = 2^sigma (exact powers of two), sigma = 0 for |v_scale| in
+  // [2^-2, 2^15) (P as before), ilogb |v_scale| below (the prefix factor in [1, 2), the draft one up to 2^15) and
+  // ilogb |v_scale| - 14 above (the prefix factor in [2^14, 2^15)). Below 2^-15 the prefix factor stays under 1, and
+  // above 2^29 the draft factor under 2^-15 (fp16 then loses small draft P: such a scale makes prefix values of
+  // 448 |v_scale|, past fp16's output range anyway).
+  if (pb.dtype == FV_DTYPE_FP16) {
+    const int e = std::ilogb(av);  // |v_scale| in [2^e, 2^(e + 1)); v_scale is never 0 here (0 means 1)
+    const int sigma = e < -2 ? std::max(e, -15) : e > 14 ? e - 14 : 0;
+    p.f16_p_prefix = std::ldexp(v_scale, -sigma);
+    p.f16_p_draft = std::ldexp(1.f, -sigma);
+    p.f16_out = std::ldexp(1.f, sigma);
+  }
 
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   p.sched = reinterpret_cast<int32_t*>(ws + plan.off_sched);

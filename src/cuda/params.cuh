@@ -70,7 +70,9 @@ struct VerifyParams {
   // the Hopper MLA kernel's fp8 path with a bf16 model multiplies in fp16 (verify_wg.cuh, F16): draft rows times
   // f16_draft_row (kd, a power of two near 1 / k_scale), their scores times f16_draft_score = 1 / kd; P times
   // f16_p_prefix = v_scale 2^-sigma (prefix keys) or f16_p_draft = 2^-sigma / kd (draft keys), sigma making the larger
-  // of the two at most 1, and the output times f16_out = 2^sigma
+  // of the two at most 1, and the output times f16_out = 2^sigma. With an fp16 model (P in fp16 in every kernel)
+  // f16_p_prefix, f16_p_draft and f16_out carry v_scale the same way, split so that P times them stays in fp16's
+  // range (dispatch.cu); the kernels that fold v_scale into P read them there
   int fp8_f16;
   // fp8 GQA pools (bf16 models, 16-byte aligned rows) on the 2-stage Hopper d128 kernel without RING: S of the prefix
   // steps on e4m3 wgmma (verify_wg.cuh, S8); FLASHVERIFY_GQA8_S8=0 turns it off (read per call: tests and A/B)

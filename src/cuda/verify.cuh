@@ -923,6 +923,14 @@ struct Verify {
             if constexpr (kF16) {
               if (!(all_prefix || pos0 < s.plen)) { p0 *= inv_vs; p2 *= inv_vs; }
               if (!(all_prefix || pos0 + 1 < s.plen)) { p1 *= inv_vs; p3 *= inv_vs; }
+            } else if constexpr (std::is_same<T, __half>::value) {
+              // fp16 models: P is fp16, and v_scale alone could take it out of fp16's range (Inf from |v_scale| =
+              // 65520, subnormals at 1e-4): prefix P takes v_scale 2^-sigma, draft P 2^-sigma, the output 2^sigma
+              // (VerifyParams::f16_p_prefix, f16_p_draft, f16_out; dispatch.cu)
+              const float f0 = all_prefix || pos0 < s.plen ? p.f16_p_prefix : p.f16_p_draft;
+              const float f1 = all_prefix || pos0 + 1 < s.plen ? p.f16_p_prefix : p.f16_p_draft;
+              p0 *= f0; p2 *= f0;
+              p1 *= f1; p3 *= f1;
             } else {
               if (all_prefix || pos0 < s.plen) { p0 *= p.v_scale; p2 *= p.v_scale; }
               if (all_prefix || pos0 + 1 < s.plen) { p1 *= p.v_scale; p3 *= p.v_scale; }
@@ -1105,6 +1113,8 @@ struct Verify {
         // a sink joins the denominator once: here when the request is not split, else in the combine
         if (final_out && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[h] * kLog2e, m, l, inv);
         if constexpr (kF16) inv *= vs_out;  // (kF16: prefix values' v_scale, kept out of P)
+        // (fp16 models: the 2^sigma the P factors left out; 1 where v_scale is 1 or in [2^-2, 2^15))
+        if constexpr (MODS && std::is_same<T, __half>::value) inv *= p.f16_out;
         const int64_t tok = s.qo0 + i;
         const float lse2 = lse_log2(m, l);
         if (final_out) {

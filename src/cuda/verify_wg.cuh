@@ -113,6 +113,9 @@ struct VerifyWg {
   static_assert(ST == 2 || HD == 128, "more than 2 stages: the GQA d128 kernel only");
   static_assert(KV8 || !PROD, "PROD is an fp8 kernel");
   using M = std::conditional_t<F16, __half, T>;  // the products' operand type
+  // H16: fp8 pools with an fp16 model: P is fp16, and v_scale reaches it split (VerifyParams::f16_p_prefix / f16_p_draft
+  // / f16_out, dispatch.cu) so that it stays within fp16's range
+  static constexpr bool H16 = KV8 && std::is_same_v<T, __half>;
   // its segment type, row-index fetch, Q rows and tree test (the mma.sync tile of the same geometry)
   using V = Verify<MLA ? kMlaLarge : HD == 128 ? kGqa128 : kGqa256Bn64, T, false, false>;
   using Seg = typename V::Seg;
@@ -1271,9 +1274,10 @@ struct VerifyWg {
           sum[0] += p0 + p1;
           sum[1] += p2 + p3;
           uint32_t w0, w1;
-          if constexpr (KV8) {  // v_scale on the prefix keys' P (the row sums stay unscaled); F16: VerifyParams' factors
+          if constexpr (KV8) {  // v_scale on the prefix keys' P (the row sums stay unscaled); F16 and fp16 models (P in
+            // fp16, whose range v_scale alone could leave): VerifyParams' factors, the output takes f16_out
             const int pos = step * BN + 8 * j + 2 * t4;
-            const float vp = F16 ? p.f16_p_prefix : p.v_scale, vd = F16 ? p.f16_p_draft : 1.f;
+            const float vp = F16 || H16 ? p.f16_p_prefix : p.v_scale, vd = F16 || H16 ? p.f16_p_draft : 1.f;
             const float v0 = pos < s.plen ? vp : vd, v1 = pos + 1 < s.plen ? vp : vd;
             w0 = pack2<M>(p0 * v0, p1 * v1);
             w1 = pack2<M>(p2 * v0, p3 * v1);
@@ -1373,7 +1377,7 @@ struct VerifyWg {
       float inv = l > 0.f ? 1.f / l : 0.f;
       // a sink joins the denominator once: here when the request is not split, else in the combine
       if (final_out && p.sinks != nullptr && l > 0.f) join_sink(p.sinks[hq] * kLog2e, m, l, inv);
-      if constexpr (F16) inv *= p.f16_out;  // P's 2^-sigma
+      if constexpr (F16 || H16) inv *= p.f16_out;  // P's 2^-sigma
       const int64_t tok_row = s.qo0 + i;
       const float lse2 = lse_log2(m, l);
       const int col0 = (DV / 2) * wgi + 2 * t4;

@@ -577,6 +577,53 @@ TEST(Numerics, MlaDimsWithSeveralKvHeads) {
   }
 }
 
+// An fp16 model takes P in fp16 (finite to 65504, normal from 2^-14), and v_scale used to be folded into it as it
+// stood: |v_scale| >= 65520 made the top key's P Inf (Inf / NaN outputs) and |v_scale| = 1e-4 left most prefix P in
+// fp16's subnormals (v60, found by a review and confirmed on an H100: fast rel L2 inf at 7e4, naive 1.7e-6). Every
+// kernel that folds v_scale into an fp16 P now takes it as a power-of-two split (dispatch.cu). Each layout family
+// (the Hopper MLA, GQA d128 and d256 kernels, the mma.sync MLA tile, the 32-row GQA tile, 16-bit pools with the
+// scales on the mma.sync modifiers tile) with v_scale far out of [2^-2, 2^15) and near its edges, against the oracle
+// and the naive kernel (fp32 outputs where 448 |v_scale| would pass fp16's range).
+TEST(Numerics, Fp16ModelWithExtremeVScales) {
+  REQUIRE_GPU();
+  const uint64_t seed = fvt::session_seed() + 71;
+  struct Layout {
+    bool mla;
+    int hq, hkv, d;
+    bool fp8;
+    const char* wgmma;  // FLASHVERIFY_WGMMA ("0": the mma.sync tiles on sm_90 too)
+    const char* label;
+  };
+  const Layout layouts[] = {
+      {true, 16, 1, 576, true, "1", "mla fp8"},
+      {true, 16, 1, 576, true, "0", "mla fp8, mma.sync tile"},
+      {false, 8, 1, 128, true, "1", "gqa 8/1 d128 fp8"},
+      {false, 8, 2, 128, true, "1", "gqa 8/2 d128 fp8 (32 rows)"},
+      {false, 8, 1, 256, true, "1", "gqa 8/1 d256 fp8"},
+      {false, 8, 2, 128, false, "1", "gqa 8/2 d128 16-bit pools"},
+      {true, 16, 1, 576, false, "1", "mla 16-bit pools"}};
+  const float scales[] = {7e4f, 5e6f, -4e4f, 0x1p15f, 1e-4f, -3e-5f, 0x1p-3f, 2e-7f};
+  int k = 0;
+  for (const Layout& l : layouts) {
+    const ScopedEnv wg("FLASHVERIFY_WGMMA", l.wgmma);
+    for (float vs : scales) {
+      CaseSpec s = base_case(l.mla, seed + k++);
+      s.hq = l.hq;
+      s.hkv = l.hkv;
+      if (!l.mla) s.dqk = s.dv = l.d;
+      s.dtype = FV_DTYPE_FP16;
+      s.kv_fp8 = l.fp8;
+      s.k_scale = 0.75f;
+      s.v_scale = vs;
+      // (prefix values of 448 |v_scale| and more: past fp16's range as outputs)
+      if (std::fabs(vs) > 64.f) s.out_dtype = FV_DTYPE_FP32;
+      char label[96];
+      std::snprintf(label, sizeof label, "%s, v_scale %g", l.label, static_cast<double>(vs));
+      ASSERT_NO_FATAL_FAILURE(expect_matches_oracle(fvt::make_problem(s), label));
+    }
+  }
+}
+
 TEST(Numerics, VeryLargeLogits) {
   REQUIRE_GPU();
   // inputs in [-4, 4] and scale 1: scores with a spread of hundreds (exp would overflow float32 many
