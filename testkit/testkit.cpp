@@ -488,18 +488,22 @@ fv_status run_oracle(const HostProblem& hp, Reference* ref) {
   return fv_run(&a, nullptr, 0, nullptr);
 }
 
-fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<double>* out) {
+fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<double>* out, int request) {
   const CaseSpec& s = hp.spec;
   if (s.hkv < 1 || s.hq % s.hkv != 0) return FV_ERR_INVALID_VALUE;
   const int group = s.hq / s.hkv;
   const bool whole_groups = s.hkv == 1 || (h0 % group == 0 && nh % group == 0);
-  if (h0 < 0 || nh < 1 || h0 + nh > s.hq || !whole_groups || hp.qo_indptr.size() < 2) return FV_ERR_INVALID_VALUE;
-  const int64_t rows = hp.qo_indptr[1];
+  if (h0 < 0 || nh < 1 || h0 + nh > s.hq || !whole_groups || request < 0 ||
+      size_t(request) + 2 > hp.qo_indptr.size())
+    return FV_ERR_INVALID_VALUE;
+  const int64_t rows = hp.qo_indptr[request + 1];
   out->assign(rows * nh * s.dv, std::numeric_limits<double>::quiet_NaN());
   IndexStore st;
   Pointers p = host_pointers(hp, st, out->data(), nullptr);
   fv_args a = make_args(hp, p, FV_DEVICE_CPU, FV_IMPL_ORACLE, FV_DTYPE_FP64);
-  // request 0 alone: the index arrays start at request 0, and its rows are indexed absolutely
+  // one request alone: the [B + 1] index arrays from that request on (their values, the rows of q, k / v draft,
+  // out, the mask's rows and the slot offsets, stay absolute: the ABI indexes them so), the per-request ones (page
+  // table rows, window offsets) from its entry
   a.problem.batch_size = 1;
   a.problem.num_q_heads = nh;
   a.out_stride_token = int64_t(nh) * s.dv;
@@ -508,6 +512,14 @@ fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<do
   auto at = [](const void* base, int64_t elems, int bytes) {
     return static_cast<const void*>(static_cast<const char*>(base) + elems * bytes);
   };
+  if (request > 0) {
+    a.qo_indptr.data = at(a.qo_indptr.data, request, a.qo_indptr.dtype == FV_INDEX_INT64 ? 8 : 4);
+    a.kv_indptr.data = at(a.kv_indptr.data, request, a.kv_indptr.dtype == FV_INDEX_INT64 ? 8 : 4);
+    if (a.mask_indptr.data != nullptr)
+      a.mask_indptr.data = at(a.mask_indptr.data, request, a.mask_indptr.dtype == FV_INDEX_INT64 ? 8 : 4);
+    if (a.page_table != nullptr) a.page_table += int64_t(request) * a.page_table_stride;
+    if (a.window_kv_offsets != nullptr) a.window_kv_offsets += request;
+  }
   a.q = at(a.q, h0 * a.q_stride_head, 2);
   if (a.sinks != nullptr) a.sinks += h0;
   if (s.hkv > 1) {  // the groups' KV heads

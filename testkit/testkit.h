@@ -154,11 +154,12 @@ struct Reference {
 };
 fv_status run_oracle(const HostProblem& hp, Reference* ref);
 
-// The oracle on request 0's rows and q heads [h0, h0 + nh) only, reading hp's own arrays (the same pool, indices
-// and mask; the ABI is given batch 1, the heads' offsets and nh heads): what a check of a problem too large for
-// the whole oracle can afford. With more than one KV head, h0 and nh must be whole groups (Hq / Hkv). out:
-// [qo_indptr[1] rows, nh, Dv] (rows below qo_indptr[0] stay NaN). Returns FV_ERR_INVALID_VALUE for a bad range.
-fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<double>* out);
+// The oracle on request `request`'s rows and q heads [h0, h0 + nh) only, reading hp's own arrays (the same pool,
+// indices and mask; the ABI is given batch 1 with the per-request arrays from that request on, whose rows and
+// offsets stay absolute, the heads' offsets and nh heads): what a check of a problem too large for the whole oracle
+// can afford. With more than one KV head, h0 and nh must be whole groups (Hq / Hkv). out: [qo_indptr[request + 1]
+// rows, nh, Dv] (the rows of other requests stay NaN). Returns FV_ERR_INVALID_VALUE for a bad range or request.
+fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<double>* out, int request = 0);
 
 // The LSE output's bound against the oracle: |lse - ref| <= kLseAbs natural-log units, and, for GQA d128 / d256
 // problems with fp8 pools and a bf16 model, <= max(kLseAbs, kLseRelE4m3 |ref|), the header's stated precision there.

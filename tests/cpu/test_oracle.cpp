@@ -642,4 +642,59 @@ TEST(Oracle, HeadSlicesOfRequestZeroEqualTheWholeProblem) {
   }
 }
 
+// run_oracle_heads on any request (the bench checks the last request besides request 0): its rows of the chosen
+// heads exactly as the whole oracle gives them, for each mask form, token slots and page tables, window offsets,
+// sinks, fp8 pools; other requests' rows stay NaN; a request past the batch is refused
+TEST(Oracle, HeadSlicesOfEveryRequestEqualTheWholeProblem) {
+  for (int variant = 0; variant < 6; ++variant) {
+    CaseSpec s = random_spec(variant % 2 == 0, 131 + variant);
+    s.draft = {5, 0, 7, 3};
+    s.prefix = {40, 77, 0, 120};
+    s.max_draft = 7;
+    s.mask_kind = variant % 3;  // bytes, bits, parents
+    if (variant == 1 || variant == 4) {
+      s.addressing = FV_KV_PAGE_TABLE;
+      s.page_size = 8;
+    }
+    if (variant == 3) {
+      s.mask_kind = FV_MASK_BYTES;
+      s.sliding_window = 30;
+      s.window_offsets = true;
+    }
+    if (variant == 2) s.sinks = true;
+    if (variant == 5) {
+      s.kv_fp8 = true;
+      s.k_scale = 0.5f;
+      s.v_scale = 3.f;
+    }
+    const HostProblem hp = fvt::make_problem(s);
+    const fvt::Reference whole = oracle(hp);
+    const int unit = s.hkv == 1 ? 1 : s.hq / s.hkv, dv = s.dv;
+    const int B = static_cast<int>(hp.qo_indptr.size()) - 1;
+    for (int r = 0; r < B; ++r) {
+      for (int h0 : {0, s.hq - unit}) {
+        std::vector<double> part;
+        ASSERT_EQ(fvt::run_oracle_heads(hp, h0, unit, &part, r), FV_OK) << "variant " << variant << " request " << r
+                                                                       << ": " << fv_last_error();
+        const int64_t r0 = hp.qo_indptr[r], r1 = hp.qo_indptr[r + 1];
+        ASSERT_EQ(part.size(), size_t(r1 * unit * dv));
+        for (int64_t t = 0; t < r1; ++t)
+          for (int h = 0; h < unit; ++h)
+            for (int64_t d = 0; d < dv; ++d) {
+              const double got = part[(t * unit + h) * dv + d];
+              if (t < r0) {
+                ASSERT_TRUE(std::isnan(got)) << "variant " << variant << " request " << r << ": row " << t << " written";
+              } else {
+                ASSERT_EQ(got, whole.out[(t * s.hq + h0 + h) * dv + d])
+                    << "variant " << variant << " request " << r << " heads " << h0 << ": t " << t << " d " << d;
+              }
+            }
+      }
+    }
+    std::vector<double> part;
+    EXPECT_EQ(fvt::run_oracle_heads(hp, 0, unit, &part, B), FV_ERR_INVALID_VALUE);
+    EXPECT_EQ(fvt::run_oracle_heads(hp, 0, unit, &part, -1), FV_ERR_INVALID_VALUE);
+  }
+}
+
 }  // namespace
