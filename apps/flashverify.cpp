@@ -675,7 +675,11 @@ int cmd_bench(const Options& o) {
     return 1;
   }
   if (csv)
-    std::fprintf(csv, "case,config,us,graph_us,gb_s,tflop_s,pct_copy,pct_mma,naive_us,speedup_vs_naive,check,check_rel_l2,target,check_indices_us\n");
+    std::fprintf(csv, "case,config,us,graph_us,gb_s,tflop_s,pct_copy,pct_mma,naive_us,speedup_vs_naive,check,check_rel_l2,target,check_indices_us,gpu,commit\n");
+  // (each row says where it came from: the GPU, and the commit FV_COMMIT names, as scripts/device-check passes it)
+  const std::string csv_gpu = fvt::gpu_name();
+  const char* commit_env = std::getenv("FV_COMMIT");
+  const std::string csv_commit = commit_env != nullptr && *commit_env ? commit_env : "unknown";
   struct Row {
     std::string name, config, check, target;
     double us, graph_us, gbs, tflops, naive_us, rel, check_mode_us;
@@ -843,10 +847,10 @@ int cmd_bench(const Options& o) {
     std::fprintf(stderr, "[%d/%zu] %s: %.1f us, %.0f GB/s, %.1f TFLOP/s (%s)\n", done, cases.size(), bc.name.c_str(),
                  r.us, r.gbs, r.tflops, r.check.c_str());
     if (csv)
-      std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,\"%s\",%.3e,\"%s\",%.2f\n", r.name.c_str(),
+      std::fprintf(csv, "\"%s\",%s,%.2f,%.2f,%.1f,%.2f,%.1f,%.1f,%.2f,%.2f,\"%s\",%.3e,\"%s\",%.2f,\"%s\",%s\n", r.name.c_str(),
                    r.config.c_str(), r.us, r.graph_us, r.gbs, r.tflops, r.pct_copy,
                    pct_mma(r.tflops), r.naive_us, r.naive_us > 0 ? r.naive_us / r.us : 0,
-                   r.check.c_str(), r.rel, r.target.c_str(), r.check_mode_us);
+                   r.check.c_str(), r.rel, r.target.c_str(), r.check_mode_us, csv_gpu.c_str(), csv_commit.c_str());
   }
   if (csv) std::fclose(csv);
   std::printf("\n| case | config | µs | graph µs | GB/s | TFLOP/s | %% copy | %% mma.sync | naive µs | speedup | check | target |\n");
