@@ -583,20 +583,29 @@ double check_request_heads(const HostProblem& hp, const std::vector<float>& got,
 
 // --only: '|'-separated alternatives, each a substring of the case name; a trailing '$' anchors one at the end
 // (plain text, not a regular expression); empty selects every case
+std::vector<std::string> only_alternatives(const std::string& only) {
+  std::vector<std::string> alternatives;
+  for (size_t from = 0;;) {
+    const size_t bar = only.find('|', from);
+    alternatives.push_back(only.substr(from, bar == std::string::npos ? std::string::npos : bar - from));
+    if (bar == std::string::npos) return alternatives;
+    from = bar + 1;
+  }
+}
+
+// one alternative: an empty one (or a bare '$') selects nothing
+bool alternative_matches(const std::string& name, std::string needle) {
+  const bool anchored = !needle.empty() && needle.back() == '$';
+  if (anchored) needle.pop_back();
+  if (needle.empty()) return false;
+  const size_t at = name.rfind(needle);
+  return at != std::string::npos && (!anchored || at + needle.size() == name.size());
+}
+
 bool only_matches(const std::string& name, const std::string& only) {
   if (only.empty()) return true;
-  size_t from = 0;
-  while (from <= only.size()) {
-    size_t bar = only.find('|', from);
-    if (bar == std::string::npos) bar = only.size();
-    std::string needle = only.substr(from, bar - from);
-    from = bar + 1;
-    const bool anchored = !needle.empty() && needle.back() == '$';
-    if (anchored) needle.pop_back();
-    if (needle.empty()) continue;
-    const size_t at = name.rfind(needle);
-    if (at != std::string::npos && (!anchored || at + needle.size() == name.size())) return true;
-  }
+  for (const std::string& alt : only_alternatives(only))
+    if (alternative_matches(name, alt)) return true;
   return false;
 }
 
@@ -605,15 +614,10 @@ int cmd_bench(const Options& o) {
   // alternatives here), not an empty table to pass on: say so before anything else, with or without a GPU. So is
   // one alternative that selects nothing (a typo in one row of an A/B query would drop that row silently)
   const std::vector<BenchCase> cases = bench_cases(o.suite);
-  std::vector<std::string> alternatives;  // (an empty --only: one empty alternative, which selects every case)
-  for (size_t from = 0;;) {
-    const size_t bar = o.only.find('|', from);
-    alternatives.push_back(o.only.substr(from, bar == std::string::npos ? std::string::npos : bar - from));
-    if (bar == std::string::npos) break;
-    from = bar + 1;
-  }
-  for (const std::string& alt : alternatives) {
-    if (std::none_of(cases.begin(), cases.end(), [&](const BenchCase& bc) { return only_matches(bc.name, alt); })) {
+  // (an empty --only selects every case; an empty alternative inside one, "a||b", is passed over as before)
+  for (const std::string& alt : only_alternatives(o.only)) {
+    if (alt.empty()) continue;
+    if (std::none_of(cases.begin(), cases.end(), [&](const BenchCase& bc) { return alternative_matches(bc.name, alt); })) {
       std::fprintf(stderr, "bench: --only \"%s\": \"%s\" selects none of the %zu cases of --suite %s (alternatives "
                    "are '|'-separated plain substrings of a case name, '$' anchors one at the end)\n",
                    o.only.c_str(), alt.c_str(), cases.size(), o.suite.c_str());
