@@ -513,10 +513,8 @@ fv_status run_oracle_heads(const HostProblem& hp, int h0, int nh, std::vector<do
     return static_cast<const void*>(static_cast<const char*>(base) + elems * bytes);
   };
   if (request > 0) {
-    a.qo_indptr.data = at(a.qo_indptr.data, request, a.qo_indptr.dtype == FV_INDEX_INT64 ? 8 : 4);
-    a.kv_indptr.data = at(a.kv_indptr.data, request, a.kv_indptr.dtype == FV_INDEX_INT64 ? 8 : 4);
-    if (a.mask_indptr.data != nullptr)
-      a.mask_indptr.data = at(a.mask_indptr.data, request, a.mask_indptr.dtype == FV_INDEX_INT64 ? 8 : 4);
+    for (fv_index* ix : {&a.qo_indptr, &a.kv_indptr, &a.mask_indptr})
+      if (ix->data != nullptr) ix->data = at(ix->data, request, ix->dtype == FV_INDEX_INT64 ? 8 : 4);
     if (a.page_table != nullptr) a.page_table += int64_t(request) * a.page_table_stride;
     if (a.window_kv_offsets != nullptr) a.window_kv_offsets += request;
   }
