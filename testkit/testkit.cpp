@@ -15,6 +15,7 @@
 #include <system_error>
 #include <thread>
 
+#include "plan.h"     // src/: SchedLayout, the plan words at the workspace's head
 #include "round16.h"  // src/: the oracle's 16-bit conversions
 
 namespace fvt {
@@ -823,6 +824,18 @@ GpuRun run_gpu(const HostProblem& hp, int impl, int repeats) {
     r.error = "download failed";
     return r;
   }
+  if (impl == FV_IMPL_FAST) {
+    const size_t words = static_cast<size_t>(fv::SchedLayout::words(hp.spec.batch()));
+    if (dp.workspace() != nullptr && dp.workspace_bytes() >= words * sizeof(int32_t)) {
+      r.plan_words.resize(words);
+      if (cudaMemcpy(r.plan_words.data(), dp.workspace(), words * sizeof(int32_t), cudaMemcpyDeviceToHost) !=
+          cudaSuccess) {
+        r.status = FV_ERR_CUDA;
+        r.error = "plan download failed";
+        return r;
+      }
+    }
+  }
   // the padding after each token's Hq x Dv outputs: poisoned with the rest, and no kernel may write it
   const CaseSpec& s = hp.spec;
   const int64_t eb = (s.out_dtype == 0 ? s.dtype : s.out_dtype) == FV_DTYPE_FP32 ? 4 : 2;
@@ -831,6 +844,18 @@ GpuRun run_gpu(const HostProblem& hp, int impl, int repeats) {
     for (int64_t b = (t * hp.out_stride_token + row) * eb; b < (t + 1) * hp.out_stride_token * eb; ++b)
       r.pad_written += r.raw_out[b] != 0xFF;
   return r;
+}
+
+int planned_partitions(const GpuRun& r) { return r.plan_words.empty() ? -1 : r.plan_words[0]; }
+
+int64_t planned_total_cost(const GpuRun& r) { return r.plan_words.size() < 2 ? -1 : r.plan_words[1]; }
+
+int planned_splits(const GpuRun& r, int request) {
+  if (r.plan_words.empty() || request < 0) return -1;
+  // SchedLayout::words(B) = kHeader + 4 B + 1, so B follows from the word count
+  const int batch = static_cast<int>((int64_t(r.plan_words.size()) - fv::SchedLayout::kHeader - 1) / 4);
+  if (request >= batch) return -1;
+  return r.plan_words[static_cast<size_t>(fv::SchedLayout::num_splits(batch) + request)];
 }
 
 }  // namespace fvt

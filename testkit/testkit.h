@@ -248,8 +248,16 @@ struct GpuRun {
   std::vector<float> lse;
   std::vector<uint8_t> raw_out;  // the output buffer's bytes, for bit-exact comparisons
   int64_t pad_written = 0;        // bytes of the output rows' padding (CaseSpec::row_pad) no longer poison
+  // FAST runs: the device planner's words as the run left them at the head of the workspace (src/plan.h's
+  // SchedLayout; the workspace was poisoned first, so words no kernel wrote read -1). Empty for other runs.
+  std::vector<int32_t> plan_words;
 };
 GpuRun run_gpu(const HostProblem& hp, int impl, int repeats = 1);
+// What the device planner decided in a FAST run (from GpuRun::plan_words): the partitions it used, the total
+// cost it cut, and the splits of request b. -1 when the run has no plan words.
+int planned_partitions(const GpuRun& r);
+int64_t planned_total_cost(const GpuRun& r);
+int planned_splits(const GpuRun& r, int request);
 
 // GPU availability: "" when usable, otherwise the reason.
 std::string gpu_unavailable_reason();

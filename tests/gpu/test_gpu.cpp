@@ -247,6 +247,7 @@ TEST_P(Layouts, SplitCountsAgree) {
   ASSERT_EQ(fvt::run_oracle(inputs, &ref), FV_OK);
   fvt::Comparison cn;
   ASSERT_TRUE(check_against_oracle(inputs, ref, fvt::run_gpu(inputs, FV_IMPL_NAIVE), "naive", &cn));
+  int64_t total_cost = -1;
   for (int splits : {1, 2, 4096, 0}) {
     s.num_kv_splits = splits;
     const HostProblem hp = fvt::make_problem(s);
@@ -254,8 +255,32 @@ TEST_P(Layouts, SplitCountsAgree) {
     fvt::Comparison c;
     check_against_oracle(hp, ref, r, ("splits=" + std::to_string(splits)).c_str(), &c);
     EXPECT_LE(c.rel_l2, fvg::fast_vs_naive_bound(hp, cn.rel_l2)) << "splits=" << splits << ": fast vs naive " << cn.rel_l2;
-    std::printf("[ splits   ] %-6d rel L2 %.3e (naive %.3e)\n", splits, c.rel_l2, cn.rel_l2);
     ASSERT_EQ(r.status, FV_OK) << "splits=" << splits << ": " << r.error;  // (a failed run leaves no output to compare)
+    // The setting must have reached the device planner (it decides the partitions from the lengths): read what it
+    // left at the workspace's head. fixed_case's total cost is ~20-400 steps, above 2 x any tile's min_part_cost
+    // (<= 8), so 2 is taken as given and 4096 is cut to more than 2.
+    const int parts = fvt::planned_partitions(r);
+    int most = 0;
+    for (int b = 0; b < hp.spec.batch(); ++b) {
+      const int ns = fvt::planned_splits(r, b);
+      const int least = hp.spec.draft[b] > 0 ? 1 : 0;  // a request without draft tokens has no work to split
+      EXPECT_TRUE(ns >= least && ns <= parts) << "splits=" << splits << ": request " << b << " planned " << ns
+                                              << " splits of " << parts << " partitions";
+      most = std::max(most, ns);
+    }
+    if (splits == 1 || splits == 2) EXPECT_EQ(parts, splits) << "forced splits=" << splits << " not taken";
+    if (splits == 1) EXPECT_EQ(most, 1);
+    if (splits == 4096) {
+      EXPECT_GT(parts, 2) << "forced splits=4096 planned only " << parts << " partitions";
+      EXPECT_GT(most, 1) << "forced splits=4096 split no request";
+    }
+    if (splits == 0) EXPECT_GE(parts, 1);
+    const int64_t total = fvt::planned_total_cost(r);
+    EXPECT_GT(total, 0);
+    if (total_cost >= 0) EXPECT_EQ(total, total_cost) << "the work's cost changed with splits=" << splits;
+    total_cost = total;
+    std::printf("[ splits   ] %-6d rel L2 %.3e (naive %.3e); planned %d partitions, at most %d a request, cost %lld\n",
+                splits, c.rel_l2, cn.rel_l2, parts, most, static_cast<long long>(total));
     ASSERT_EQ(r.out.size(), ref.out.size());
     outs.push_back(r.out);
   }
