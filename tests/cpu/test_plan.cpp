@@ -863,6 +863,51 @@ TEST(Partition, EveryStepOnceAndSplitsConsistent) {
   }
 }
 
+// The GPU test Layouts.SplitCountsAgree reads the device planner's words back and expects forced 1 and 2 to be taken
+// as given, and 4096 to give more than 2 partitions with request 0 split: true of its problem (fixed_case: drafts
+// {8, 5, 8}, prefixes {5000, 777, padded 1}, and with layout 5's window of 700 keys) under every configuration's
+// block_n, overhead and min_part_cost. If a configuration change breaks that, this fails here, in CI, first.
+TEST(Partition, SplitTestShapesTakeTheForcedCounts) {
+  for (const fv::TileConfig& c : fv::kTileConfigs) {
+    for (const int window : {0, 700}) {
+      std::vector<int64_t> prefixes = {5000, 777, 1};
+      for (int64_t& p : prefixes) p -= int64_t(fv::window_skip_steps(p, window, c.bn)) * c.bn;
+      for (const int forced : {1, 2, 4096}) {
+        const Simulated s = schedule({8, 5, 8}, prefixes, c.bn, c.overhead, forced, c.min_part_cost);
+        int most = 0;
+        for (int b = 0; b < 3; ++b) {
+          int first = -1, splits = -1;
+          fv::request_splits(s.cum[b], s.cum[b + 1], c.overhead, s.parts, s.total, &first, &splits);
+          most = std::max(most, splits);
+        }
+        if (forced <= 2) EXPECT_EQ(s.parts, forced) << c.name << " window " << window;
+        if (forced == 1) EXPECT_EQ(most, 1) << c.name;
+        if (forced == 4096) {
+          EXPECT_GT(s.parts, 2) << c.name << " window " << window;
+          EXPECT_GT(most, 1) << c.name << " window " << window;
+        }
+      }
+    }
+  }
+}
+
+// fvt::planned_partitions / planned_total_cost / planned_splits read SchedLayout's words (the GPU tests' view of the plan)
+TEST(Partition, PlanWordsReadBackThroughTheTestkit) {
+  const int batch = 3;
+  fvt::GpuRun r;
+  EXPECT_EQ(fvt::planned_partitions(r), -1);
+  EXPECT_EQ(fvt::planned_splits(r, 0), -1);
+  r.plan_words.assign(static_cast<size_t>(fv::SchedLayout::words(batch)), -1);
+  r.plan_words[0] = 7;
+  r.plan_words[1] = 123;
+  for (int b = 0; b < batch; ++b) r.plan_words[static_cast<size_t>(fv::SchedLayout::num_splits(batch) + b)] = 10 + b;
+  EXPECT_EQ(fvt::planned_partitions(r), 7);
+  EXPECT_EQ(fvt::planned_total_cost(r), 123);
+  for (int b = 0; b < batch; ++b) EXPECT_EQ(fvt::planned_splits(r, b), 10 + b);
+  EXPECT_EQ(fvt::planned_splits(r, batch), -1);
+  EXPECT_EQ(fvt::planned_splits(r, -1), -1);
+}
+
 TEST(Partition, BalancedWork) {
   // one long request over 132 partitions: no partition gets more than its share plus one step
   const Simulated s = schedule({8}, {32768}, 64, 2, 66, 3);
