@@ -44,7 +44,8 @@ FV_HD constexpr uint32_t swizzle(int row, int chunk) {
 // row + lane / 8 is even, else the lower one, which removes it (a thread's half is the same for all its chunks of a
 // row; the kFrag8 tiles' non-compact steps, 4 threads a row, keep a two-way conflict: four rows on four slots). Not
 // the default: its one measured row, GQA 8/1 d128 fp8 b1 on an H200 (v56, with the Q order below, 2 reps), came out
-// 21.5-21.7 against 20.8-21.2 us.
+// 21.5-21.7 against 20.8-21.2 us; on the mma.sync tiles alone (FLASHVERIFY_WGMMA=0, an H100, v62, 2 reps) it is even
+// within run-to-run spread on GQA 8/1 b1 / B=16, 32/8 B=16 and MLA N=8 B=16 (mean graph us -0.7% to +0.7%).
 #if defined(FV_FP8_HALF_ALT)
 constexpr bool kFp8HalfAlternate = true;
 #else
