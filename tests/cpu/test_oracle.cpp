@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "round16.h"
@@ -592,6 +593,23 @@ TEST(Oracle, Fp8PoolEqualsItsDecodedBf16Pool) {
   }
 }
 
+// run_oracle_heads's output for request r and heads [h0, h0 + nh) against the whole oracle's: the request's rows
+// equal, bit for bit, and the rows before it unwritten (NaN). label: what the failure messages name
+void expect_head_slice(const HostProblem& hp, const fvt::Reference& whole, int r, int h0, int nh,
+                       const std::vector<double>& part, const std::string& label) {
+  const int64_t r0 = hp.qo_indptr[r], r1 = hp.qo_indptr[r + 1], dv = hp.spec.dv, hq = hp.spec.hq;
+  ASSERT_EQ(part.size(), size_t(r1 * nh * dv)) << label;
+  for (int64_t t = 0; t < r1; ++t)
+    for (int h = 0; h < nh; ++h)
+      for (int64_t d = 0; d < dv; ++d) {
+        const double got = part[(t * nh + h) * dv + d];
+        if (t < r0)
+          ASSERT_TRUE(std::isnan(got)) << label << ": row " << t << " written";
+        else
+          ASSERT_EQ(got, whole.out[(t * hq + h0 + h) * dv + d]) << label << ": t " << t << " h " << h << " d " << d;
+      }
+}
+
 // run_oracle_heads (the bench's check of problems too large for the whole oracle) gives request 0's rows of the
 // chosen heads exactly as the whole oracle does: MLA with sinks, GQA whole groups on a page table with window
 // offsets, fp8 pools; and refuses a range that splits a GQA group
@@ -619,19 +637,15 @@ TEST(Oracle, HeadSlicesOfRequestZeroEqualTheWholeProblem) {
     }
     const HostProblem hp = fvt::make_problem(s);
     const fvt::Reference whole = oracle(hp);
-    const int64_t r0 = hp.qo_indptr[0], r1 = hp.qo_indptr[1], dv = s.dv;
-    ASSERT_GT(r1 - r0, 1);
+    ASSERT_GT(hp.qo_indptr[1] - hp.qo_indptr[0], 1);
     const std::vector<Slice> slices = variant == 1 ? std::vector<Slice>{{0, 4}, {4, 4}, {0, 8}}
                                                    : std::vector<Slice>{{0, 1}, {s.hq - 1, 1}, {1, 2}, {0, s.hq}};
     for (const Slice& sl : slices) {
       std::vector<double> part;
       ASSERT_EQ(fvt::run_oracle_heads(hp, sl.h0, sl.nh, &part), FV_OK) << fv_last_error();
-      ASSERT_EQ(part.size(), size_t(r1 * sl.nh * dv));
-      for (int64_t t = r0; t < r1; ++t)
-        for (int h = 0; h < sl.nh; ++h)
-          for (int64_t d = 0; d < dv; ++d)
-            ASSERT_EQ(part[(t * sl.nh + h) * dv + d], whole.out[(t * s.hq + sl.h0 + h) * dv + d])
-                << "variant " << variant << " heads " << sl.h0 << "+" << sl.nh << ": t " << t << " h " << h << " d " << d;
+      ASSERT_NO_FATAL_FAILURE(expect_head_slice(hp, whole, 0, sl.h0, sl.nh, part,
+                                                "variant " + std::to_string(variant) + " heads " +
+                                                    std::to_string(sl.h0) + "+" + std::to_string(sl.nh)));
     }
     if (variant == 1) {
       std::vector<double> part;
@@ -669,26 +683,16 @@ TEST(Oracle, HeadSlicesOfEveryRequestEqualTheWholeProblem) {
     }
     const HostProblem hp = fvt::make_problem(s);
     const fvt::Reference whole = oracle(hp);
-    const int unit = s.hkv == 1 ? 1 : s.hq / s.hkv, dv = s.dv;
+    const int unit = s.hkv == 1 ? 1 : s.hq / s.hkv;
     const int B = static_cast<int>(hp.qo_indptr.size()) - 1;
     for (int r = 0; r < B; ++r) {
       for (int h0 : {0, s.hq - unit}) {
         std::vector<double> part;
         ASSERT_EQ(fvt::run_oracle_heads(hp, h0, unit, &part, r), FV_OK) << "variant " << variant << " request " << r
                                                                        << ": " << fv_last_error();
-        const int64_t r0 = hp.qo_indptr[r], r1 = hp.qo_indptr[r + 1];
-        ASSERT_EQ(part.size(), size_t(r1 * unit * dv));
-        for (int64_t t = 0; t < r1; ++t)
-          for (int h = 0; h < unit; ++h)
-            for (int64_t d = 0; d < dv; ++d) {
-              const double got = part[(t * unit + h) * dv + d];
-              if (t < r0) {
-                ASSERT_TRUE(std::isnan(got)) << "variant " << variant << " request " << r << ": row " << t << " written";
-              } else {
-                ASSERT_EQ(got, whole.out[(t * s.hq + h0 + h) * dv + d])
-                    << "variant " << variant << " request " << r << " heads " << h0 << ": t " << t << " d " << d;
-              }
-            }
+        ASSERT_NO_FATAL_FAILURE(expect_head_slice(hp, whole, r, h0, unit, part,
+                                                  "variant " + std::to_string(variant) + " request " +
+                                                      std::to_string(r) + " heads " + std::to_string(h0)));
       }
     }
     std::vector<double> part;
