@@ -400,6 +400,13 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
              (pb.head_dim_qk != 256 || int64_t(pb.batch_size) * pb.num_kv_heads >=
                                            env_int_in("FLASHVERIFY_GQA8_S8_D256_PAIRS", 0, 1 << 30, 4));
   p.f16_draft_row = p.f16_draft_score = p.f16_p_prefix = p.f16_p_draft = p.f16_out = 1.f;
+  // The fp16-P factors both routes below set: prefix P times v_scale 2^-sigma, draft P times 2^(draft_exp - sigma),
+  // the output times 2^sigma (exact powers of two besides v_scale).
+  const auto set_f16_p_factors = [&p, v_scale](int sigma, int draft_exp) {
+    p.f16_p_prefix = std::ldexp(v_scale, -sigma);
+    p.f16_p_draft = std::ldexp(1.f, draft_exp - sigma);
+    p.f16_out = std::ldexp(1.f, sigma);
+  };
   const float ak = std::fabs(k_scale), av = std::fabs(v_scale);
   if (p.kv_fp8 && pb.dtype == FV_DTYPE_BF16 && ak >= 0x1p-12f && ak <= 0x1p12f && av >= 0x1p-12f && av <= 0x1p12f &&
       av <= ak * 0x1p6f && ak <= av * 0x1p6f && env_on_unless_0("FLASHVERIFY_FP8_MLA_F16")) {
@@ -408,9 +415,7 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
     const int sigma = static_cast<int>(std::ceil(std::log2(std::max(av, std::ldexp(1.f, -kd_log2)))));
     p.f16_draft_row = std::ldexp(1.f, kd_log2);
     p.f16_draft_score = std::ldexp(1.f, -kd_log2);
-    p.f16_p_prefix = std::ldexp(v_scale, -sigma);
-    p.f16_p_draft = std::ldexp(1.f, -kd_log2 - sigma);
-    p.f16_out = std::ldexp(1.f, sigma);
+    set_f16_p_factors(sigma, -kd_log2);
   }
   // fp16 models: P is fp16 too (normal from 2^-14, finite up to 65504), and v_scale folded into it as it stands
   // overflowed (|v_scale| >= 65520: Inf and NaN outputs) or pushed the prefix P into fp16's subnormals (|v_scale| =
@@ -424,9 +429,7 @@ fv_status cuda_run_fast(const fv_args& a, const Plan& plan, void* workspace, voi
   if (pb.dtype == FV_DTYPE_FP16) {
     const int e = std::ilogb(av);  // |v_scale| in [2^e, 2^(e + 1)); v_scale is never 0 here (0 means 1)
     const int sigma = e < -2 ? std::max(e, -15) : e > 14 ? e - 14 : 0;
-    p.f16_p_prefix = std::ldexp(v_scale, -sigma);
-    p.f16_p_draft = std::ldexp(1.f, -sigma);
-    p.f16_out = std::ldexp(1.f, sigma);
+    set_f16_p_factors(sigma, 0);
   }
 
   uint8_t* ws = static_cast<uint8_t*>(workspace);
