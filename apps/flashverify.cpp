@@ -352,6 +352,15 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
         if (b == 2 || b == 4) add(name, m);
         add(name + " [fp8 kv]", fvt::with_fp8(m, 0.5f, 1.5f));
       }
+    // fp8 MLA where the 16-bit call is memory-bound: 32 and 64 rows a request (Hq=16 x N=2 / 4, short EAGLE chains)
+    // read 604 MB of 16-bit KV at B=16 (142 us at 4.24 TB/s) for 37-73 GFLOP, so half the bytes can show in the time
+    // here, unlike the N=8 / 64 rows above, where the products bind (bench/NOTES.md v63)
+    for (int n : {2, 4}) {
+      const CaseSpec m = uniform(true, 16, 1, 0, n, 32768, 16);
+      const std::string name = "mla h16 n" + std::to_string(n) + " p32k b16";
+      add(name, m);
+      add(name + " [fp8 kv]", fvt::with_fp8(m, 0.5f, 1.5f));
+    }
     // fp8 MLA with an fp16 model (e4m3 -> f16 is one instruction a pair, bf16's four: bench/NOTES.md v21 plan item 2),
     // with 16-bit peers
     for (int n : {8, 64}) {
