@@ -292,6 +292,9 @@ std::string sweep_series(const std::string& name) { return name.substr(0, name.r
 std::vector<BenchCase> bench_cases(const std::string& suite) {
   std::vector<BenchCase> v;
   auto add = [&](const std::string& name, CaseSpec s, const std::string& target = "") { v.push_back({name, s, target}); };
+  // fp8 e4m3 KV caches, k_scale 0.5 and v_scale 1.5 in every [fp8 kv] row (GB/s counts the bf16-equivalent KV: the
+  // bytes moved are half)
+  auto fp8 = [](CaseSpec s) { return fvt::with_fp8(s, 0.5f, 1.5f); };
   if (suite == "headline" || suite == "full") {
     add("mla h16 n8 p32k b1", uniform(true, 16, 1, 0, 8, 32768, 1), "<= 40 us");
     add("mla h16 n64 p32k b16", uniform(true, 16, 1, 0, 64, 32768, 16), ">= 350 TFLOP/s");
@@ -306,8 +309,6 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     small = uniform(true, 16, 1, 0, 64, 32768, 16);
     small.profile = FV_PROFILE_SMALL_SMEM;
     add("mla h16 n64 p32k b16 [sm120 cfg]", small, "sm_120 config");
-    // fp8 e4m3 KV caches: GB/s counts the bf16-equivalent KV (the bytes moved are half)
-    auto fp8 = [](CaseSpec s) { return fvt::with_fp8(s, 0.5f, 1.5f); };
     add("mla h16 n8 p32k b1 [fp8 kv]", fp8(uniform(true, 16, 1, 0, 8, 32768, 1)), "fp8: fewer bytes");
     add("mla h16 n64 p32k b16 [fp8 kv]", fp8(uniform(true, 16, 1, 0, 64, 32768, 16)), "fp8: fewer bytes");
     add("gqa32/8 d128 n8 p32k b16 [fp8 kv]", fp8(uniform(false, 32, 8, 128, 8, 32768, 16)), "fp8: fewer bytes");
@@ -326,21 +327,21 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     CaseSpec f16 = uniform(false, 32, 8, 128, 8, 32768, 16);
     f16.dtype = FV_DTYPE_FP16;
     add("gqa32/8 d128 n8 p32k b16 fp16", f16);
-    add("gqa32/8 d128 n8 p32k b16 fp16 [fp8 kv]", fvt::with_fp8(f16, 0.5f, 1.5f));
+    add("gqa32/8 d128 n8 p32k b16 fp16 [fp8 kv]", fp8(f16));
     // fp8 pools on the 32-row tile (fp8 keys multiplied from registers) at batch 1, where a CTA takes a few steps
     CaseSpec b1 = uniform(false, 32, 8, 128, 8, 32768, 1);
-    add("gqa32/8 d128 n8 p32k b1 [fp8 kv]", fvt::with_fp8(b1, 0.5f, 1.5f));
+    add("gqa32/8 d128 n8 p32k b1 [fp8 kv]", fp8(b1));
     b1.dtype = FV_DTYPE_FP16;
-    add("gqa32/8 d128 n8 p32k b1 fp16 [fp8 kv]", fvt::with_fp8(b1, 0.5f, 1.5f));
+    add("gqa32/8 d128 n8 p32k b1 fp16 [fp8 kv]", fp8(b1));
     add("gqa4/1 d128 n8 p32k b1", uniform(false, 4, 1, 128, 8, 32768, 1));
-    add("gqa4/1 d128 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 4, 1, 128, 8, 32768, 1), 0.5f, 1.5f));
+    add("gqa4/1 d128 n8 p32k b1 [fp8 kv]", fp8(uniform(false, 4, 1, 128, 8, 32768, 1)));
     // the batches around the planner's switch from 64-key to wide steps (plan.cpp: kFp8NarrowMaxBatch)
     for (int b : {2, 4, 8}) {
       CaseSpec g = uniform(false, 32, 8, 128, 8, 32768, b);
       add("gqa32/8 d128 n8 p32k b" + std::to_string(b), g);  // (the 16-bit peer)
-      add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " [fp8 kv]", fvt::with_fp8(g, 0.5f, 1.5f));
+      add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " [fp8 kv]", fp8(g));
       g.dtype = FV_DTYPE_FP16;
-      add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fvt::with_fp8(g, 0.5f, 1.5f));
+      add("gqa32/8 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fp8(g));
     }
     // fp8 MLA from batch 1 to 16 at N=8 and N=64 (the Hopper kernel's fp8 path: bench/NOTES.md v20-v21), with 16-bit
     // peers (mla h16 n8 p32k b16 and mla h16 n64 p32k b1 are below)
@@ -350,7 +351,7 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
         const CaseSpec m = uniform(true, 16, 1, 0, n, 32768, b);
         const std::string name = "mla h16 n" + std::to_string(n) + " p32k b" + std::to_string(b);
         if (b == 2 || b == 4) add(name, m);
-        add(name + " [fp8 kv]", fvt::with_fp8(m, 0.5f, 1.5f));
+        add(name + " [fp8 kv]", fp8(m));
       }
     // fp8 MLA where the 16-bit call is memory-bound: 32 and 64 rows a request (Hq=16 x N=2 / 4, short EAGLE chains)
     // read 604 MB of 16-bit KV at B=16 (142 us at 4.24 TB/s) for 37-73 GFLOP, so half the bytes can show in the time
@@ -359,7 +360,7 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
       const CaseSpec m = uniform(true, 16, 1, 0, n, 32768, 16);
       const std::string name = "mla h16 n" + std::to_string(n) + " p32k b16";
       add(name, m);
-      add(name + " [fp8 kv]", fvt::with_fp8(m, 0.5f, 1.5f));
+      add(name + " [fp8 kv]", fp8(m));
     }
     // fp8 MLA with an fp16 model (e4m3 -> f16 is one instruction a pair, bf16's four: bench/NOTES.md v21 plan item 2),
     // with 16-bit peers
@@ -368,7 +369,7 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
       m.dtype = FV_DTYPE_FP16;
       const std::string name = std::string(n == 8 ? "mla h16 n8 p32k b1" : "mla h16 n64 p32k b16") + " fp16";
       add(name, m);
-      add(name + " [fp8 kv]", fvt::with_fp8(m, 0.5f, 1.5f));
+      add(name + " [fp8 kv]", fp8(m));
     }
     add("mla h16 n8 p4k b1", uniform(true, 16, 1, 0, 8, 4096, 1));
     add("mla h16 n8 p32k b16", uniform(true, 16, 1, 0, 8, 32768, 16));
@@ -389,24 +390,24 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     // fp8 pools with 64 rows a KV head (the Hopper kernel widens them in shared memory on sm_90: bench/NOTES.md v30)
     for (int b : {4, 8, 16})
       add("gqa8/1 d128 n8 p32k b" + std::to_string(b) + " [fp8 kv]",
-          fvt::with_fp8(uniform(false, 8, 1, 128, 8, 32768, b), 0.5f, 1.5f));
+          fp8(uniform(false, 8, 1, 128, 8, 32768, b)));
     // ... with an fp16 model (e4m3 -> f16 is one conversion a pair, bf16's four: what the widening costs a bf16 model)
     for (int d : {128, 256}) {
       CaseSpec h = uniform(false, 8, 1, d, 8, 32768, 16);
       h.dtype = FV_DTYPE_FP16;
       const std::string name = "gqa8/1 d" + std::to_string(d) + " n8 p32k b16 fp16";
       add(name, h);
-      add(name + " [fp8 kv]", fvt::with_fp8(h, 0.5f, 1.5f));
+      add(name + " [fp8 kv]", fp8(h));
     }
     // ... where the 2-stage kernel's RING kernels (FLASHVERIFY_GQA8_RING=1) win or lose: an fp16 model at smaller
     // batches, and short prefixes at batch 16 (few steps a partition)
     for (int b : {4, 8}) {
       CaseSpec h = uniform(false, 8, 1, 128, 8, 32768, b);
       h.dtype = FV_DTYPE_FP16;
-      add("gqa8/1 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fvt::with_fp8(h, 0.5f, 1.5f));
+      add("gqa8/1 d128 n8 p32k b" + std::to_string(b) + " fp16 [fp8 kv]", fp8(h));
     }
     add("gqa8/1 d128 n8 p4k b16", uniform(false, 8, 1, 128, 8, 4096, 16));
-    add("gqa8/1 d128 n8 p4k b16 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 128, 8, 4096, 16), 0.5f, 1.5f));
+    add("gqa8/1 d128 n8 p4k b16 [fp8 kv]", fp8(uniform(false, 8, 1, 128, 8, 4096, 16)));
     // 64 rows a KV head at small batches: where the planner's two 32-row tiles (batch 1) stop paying
     for (int b : {2, 4, 8}) add("gqa8/1 d128 n8 p32k b" + std::to_string(b), uniform(false, 8, 1, 128, 8, 32768, b));
     for (int b : {1, 2}) add("gqa16/2 d128 n8 p32k b" + std::to_string(b), uniform(false, 16, 2, 128, 8, 32768, b));
@@ -427,14 +428,14 @@ std::vector<BenchCase> bench_cases(const std::string& suite) {
     d256s.k_scale = 0.5f;
     d256s.v_scale = 1.5f;
     add("gqa8/1 d256 n8 p32k b16 [mods]", d256s);
-    add("gqa8/1 d256 n8 p32k b16 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 16), 0.5f, 1.5f));
-    add("gqa8/1 d256 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 1), 0.5f, 1.5f));
-    add("gqa8/1 d256 n8 p32k b4 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 4), 0.5f, 1.5f));
-    add("gqa8/1 d256 n8 p32k b8 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 8), 0.5f, 1.5f));
+    add("gqa8/1 d256 n8 p32k b16 [fp8 kv]", fp8(uniform(false, 8, 1, 256, 8, 32768, 16)));
+    add("gqa8/1 d256 n8 p32k b1 [fp8 kv]", fp8(uniform(false, 8, 1, 256, 8, 32768, 1)));
+    add("gqa8/1 d256 n8 p32k b4 [fp8 kv]", fp8(uniform(false, 8, 1, 256, 8, 32768, 4)));
+    add("gqa8/1 d256 n8 p32k b8 [fp8 kv]", fp8(uniform(false, 8, 1, 256, 8, 32768, 8)));
     // (S8 at d256 from 4 (request, KV head) pairs: src/cuda/dispatch.cu; these rows place that threshold)
-    add("gqa8/1 d256 n8 p32k b2 [fp8 kv]", fvt::with_fp8(uniform(false, 8, 1, 256, 8, 32768, 2), 0.5f, 1.5f));
-    add("gqa16/2 d256 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 16, 2, 256, 8, 32768, 1), 0.5f, 1.5f));
-    add("gqa32/8 d256 n8 p32k b1 [fp8 kv]", fvt::with_fp8(uniform(false, 32, 8, 256, 8, 32768, 1), 0.5f, 1.5f));
+    add("gqa8/1 d256 n8 p32k b2 [fp8 kv]", fp8(uniform(false, 8, 1, 256, 8, 32768, 2)));
+    add("gqa16/2 d256 n8 p32k b1 [fp8 kv]", fp8(uniform(false, 16, 2, 256, 8, 32768, 1)));
+    add("gqa32/8 d256 n8 p32k b1 [fp8 kv]", fp8(uniform(false, 32, 8, 256, 8, 32768, 1)));
   }
   if (suite == "psweep" || suite == "full") {
     // three shapes over P, at B = 4 and at B = 16, the batch of the throughput targets (B = 4 puts fixed costs -
